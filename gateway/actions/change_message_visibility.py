@@ -1,0 +1,42 @@
+"""ChangeMessageVisibility: restart a lease from now, once, within 12 h of the receive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway import limits
+from gateway.action import Action, Result
+from gateway.context import RequestContext
+from gateway.errors import MissingParameter
+from gateway.params import Params
+
+
+@dataclass(frozen=True)
+class ChangeMessageVisibilityRequest:
+    queue_url: str
+    receipt_handle: str
+    visibility_timeout: int
+
+
+def decode_entry(p: Params, queue_url: str) -> ChangeMessageVisibilityRequest:
+    timeout = p.int_in_range("VisibilityTimeout", 0, limits.MAX_VISIBILITY_TIMEOUT_S)
+    if timeout is None:
+        raise MissingParameter.named("VisibilityTimeout")
+    return ChangeMessageVisibilityRequest(
+        queue_url=queue_url,
+        receipt_handle=p.required_str("ReceiptHandle"),
+        visibility_timeout=timeout,
+    )
+
+
+def decode(p: Params) -> ChangeMessageVisibilityRequest:
+    return decode_entry(p, p.required_str("QueueUrl"))
+
+
+async def handle(req: ChangeMessageVisibilityRequest, ctx: RequestContext) -> Result:
+    record = ctx.queue(req.queue_url)
+    ctx.runtime.messages.change_visibility(record, req.receipt_handle, req.visibility_timeout)
+    return {}
+
+
+ACTION = Action("ChangeMessageVisibility", decode, handle)

@@ -1,0 +1,39 @@
+"""CreateQueue: idempotent for identical attributes, QueueAlreadyExists otherwise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.action import Action, Result
+from gateway.context import RequestContext
+from gateway.params import Params
+from gateway.queue_attributes import validate_settable
+from gateway.tags import validate_tags
+
+
+@dataclass(frozen=True)
+class CreateQueueRequest:
+    queue_name: str
+    attributes: dict[str, str]
+    tags: dict[str, str]
+
+
+def decode(p: Params) -> CreateQueueRequest:
+    return CreateQueueRequest(
+        queue_name=p.required_str("QueueName"),
+        attributes=p.str_map("Attributes"),
+        tags=p.str_map("Tags"),
+    )
+
+
+async def handle(req: CreateQueueRequest, ctx: RequestContext) -> Result:
+    attributes = validate_settable(req.attributes)
+    ctx.runtime.registry.validate_redrive(attributes)
+    validate_tags(req.tags)
+    record, _ = await ctx.runtime.registry.create(
+        ctx.account_id, req.queue_name, attributes, req.tags, ctx.runtime.clock.now_ms()
+    )
+    return {"QueueUrl": ctx.queue_url(record)}
+
+
+ACTION = Action("CreateQueue", decode, handle)

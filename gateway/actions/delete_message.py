@@ -1,0 +1,32 @@
+"""DeleteMessage: any receipt handle of the message deletes it; deleting twice succeeds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.action import Action, Result
+from gateway.context import RequestContext
+from gateway.params import Params
+
+
+@dataclass(frozen=True)
+class DeleteMessageRequest:
+    queue_url: str
+    receipt_handle: str
+
+
+def decode_entry(p: Params, queue_url: str) -> DeleteMessageRequest:
+    return DeleteMessageRequest(queue_url=queue_url, receipt_handle=p.required_str("ReceiptHandle"))
+
+
+def decode(p: Params) -> DeleteMessageRequest:
+    return decode_entry(p, p.required_str("QueueUrl"))
+
+
+async def handle(req: DeleteMessageRequest, ctx: RequestContext) -> Result:
+    record = ctx.queue(req.queue_url)
+    ctx.runtime.messages.delete(record, req.receipt_handle)
+    return {}
+
+
+ACTION = Action("DeleteMessage", decode, handle)

@@ -1,0 +1,34 @@
+"""GetQueueUrl, optionally for a queue of another account (QueueOwnerAWSAccountId)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.action import Action, Result
+from gateway.context import RequestContext
+from gateway.errors import QueueDoesNotExist
+from gateway.params import Params
+
+
+@dataclass(frozen=True)
+class GetQueueUrlRequest:
+    queue_name: str
+    queue_owner_aws_account_id: str | None
+
+
+def decode(p: Params) -> GetQueueUrlRequest:
+    return GetQueueUrlRequest(
+        queue_name=p.required_str("QueueName"),
+        queue_owner_aws_account_id=p.optional_str("QueueOwnerAWSAccountId"),
+    )
+
+
+async def handle(req: GetQueueUrlRequest, ctx: RequestContext) -> Result:
+    account_id = req.queue_owner_aws_account_id or ctx.account_id
+    record = ctx.runtime.registry.active(account_id, req.queue_name)
+    if record is None:
+        raise QueueDoesNotExist()
+    return {"QueueUrl": ctx.queue_url(record)}
+
+
+ACTION = Action("GetQueueUrl", decode, handle)

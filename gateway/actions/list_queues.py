@@ -1,0 +1,41 @@
+"""ListQueues: name-prefix filter; pages of MaxResults with NextToken, 1000 at most."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway import limits
+from gateway.action import Action, Result
+from gateway.context import RequestContext
+from gateway.pagination import paginate
+from gateway.params import Params
+
+
+@dataclass(frozen=True)
+class ListQueuesRequest:
+    queue_name_prefix: str
+    max_results: int | None
+    next_token: str | None
+
+
+def decode(p: Params) -> ListQueuesRequest:
+    return ListQueuesRequest(
+        queue_name_prefix=p.optional_str("QueueNamePrefix") or "",
+        max_results=p.int_in_range("MaxResults", 1, limits.MAX_LIST_RESULTS),
+        next_token=p.optional_str("NextToken"),
+    )
+
+
+async def handle(req: ListQueuesRequest, ctx: RequestContext) -> Result:
+    records = ctx.runtime.registry.listed(ctx.account_id, req.queue_name_prefix)
+    page, next_token = paginate([r.name for r in records], req.max_results, req.next_token)
+    by_name = {r.name: r for r in records}
+    result: Result = {}
+    if page:
+        result["QueueUrls"] = [ctx.queue_url(by_name[name]) for name in page]
+    if next_token:
+        result["NextToken"] = next_token
+    return result
+
+
+ACTION = Action("ListQueues", decode, handle)

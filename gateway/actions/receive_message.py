@@ -1,0 +1,96 @@
+"""ReceiveMessage: short or long poll; attributes returned only when asked for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway import limits
+from gateway.action import Action, Result
+from gateway.checksums import md5_of_attributes, md5_of_body
+from gateway.context import RequestContext
+from gateway.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_message_attributes
+from gateway.messages import Received
+from gateway.params import Params
+from gateway.queue_attributes import DEFAULTS
+
+
+@dataclass(frozen=True)
+class ReceiveMessageRequest:
+    queue_url: str
+    max_number_of_messages: int
+    visibility_timeout: int | None
+    wait_time_seconds: int | None
+    system_attribute_names: list[str]
+    message_attribute_names: list[str]
+
+
+def decode(p: Params) -> ReceiveMessageRequest:
+    return ReceiveMessageRequest(
+        queue_url=p.required_str("QueueUrl"),
+        max_number_of_messages=p.int_in_range("MaxNumberOfMessages", 1, limits.MAX_RECEIVE_MESSAGES)
+        or 1,
+        visibility_timeout=p.int_in_range("VisibilityTimeout", 0, limits.MAX_VISIBILITY_TIMEOUT_S),
+        wait_time_seconds=p.int_in_range("WaitTimeSeconds", 0, limits.MAX_WAIT_TIME_S),
+        # The older AttributeNames and the newer MessageSystemAttributeNames name the same set.
+        system_attribute_names=p.str_list("AttributeNames")
+        + p.str_list("MessageSystemAttributeNames"),
+        message_attribute_names=p.str_list("MessageAttributeNames"),
+    )
+
+
+def _system_attributes(received: Received, names: list[str]) -> dict[str, str]:
+    if not names:
+        return {}
+    wanted = set(SYSTEM_ATTRIBUTE_NAMES) if "All" in names else set(names)
+    message, fact = received.delivery.message, received.delivery.fact
+    values = {
+        "SenderId": message.sender_id,
+        "SentTimestamp": str(message.sent_ms),
+        "ApproximateReceiveCount": str(fact.receive_count),
+        "ApproximateFirstReceiveTimestamp": str(fact.first_receive_ms),
+        "AWSTraceHeader": message.aws_trace_header,
+        "DeadLetterQueueSourceArn": message.dead_letter_source_arn,
+        "MessageGroupId": message.message_group_id,
+    }
+    return {k: v for k, v in values.items() if k in wanted and v is not None}
+
+
+def _message_result(received: Received, req: ReceiveMessageRequest) -> Result:
+    message = received.delivery.message
+    out: Result = {
+        "MessageId": message.message_id,
+        "ReceiptHandle": received.receipt_handle,
+        "MD5OfBody": md5_of_body(message.body),
+        "Body": message.body.decode("utf-8", errors="replace"),
+    }
+    if attributes := _system_attributes(received, req.system_attribute_names):
+        out["Attributes"] = attributes
+    selected = select_message_attributes(message.attributes, req.message_attribute_names)
+    if selected:
+        out["MD5OfMessageAttributes"] = md5_of_attributes(selected)
+        out["MessageAttributes"] = {name: value.to_json() for name, value in selected.items()}
+    return out
+
+
+async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
+    record = ctx.queue(req.queue_url)
+    attributes = record.attributes
+    visibility_s = req.visibility_timeout
+    if visibility_s is None:
+        visibility_s = int(attributes.get("VisibilityTimeout", DEFAULTS["VisibilityTimeout"]))
+    wait_s = req.wait_time_seconds
+    if wait_s is None:
+        wait_s = int(
+            attributes.get(
+                "ReceiveMessageWaitTimeSeconds", DEFAULTS["ReceiveMessageWaitTimeSeconds"]
+            )
+        )
+    received = await ctx.runtime.messages.receive(
+        record, req.max_number_of_messages, visibility_s, wait_s
+    )
+    if not received:
+        return {}
+    return {"Messages": [_message_result(r, req) for r in received]}
+
+
+ACTION = Action("ReceiveMessage", decode, handle)

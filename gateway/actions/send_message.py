@@ -1,0 +1,103 @@
+"""SendMessage: validated body and attributes, answered after Kafka acknowledged the record."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from gateway import limits
+from gateway.action import Action, Result
+from gateway.checksums import md5_of_attributes, md5_of_body
+from gateway.context import RequestContext
+from gateway.errors import InvalidParameterValue
+from gateway.message_attributes import message_size, parse_attributes, validate_body
+from gateway.params import Params
+from gateway.queue_attributes import DEFAULTS
+from lease_store.records import AttributeValue, StoredMessage
+from topology.catalog import QueueRecord
+
+
+@dataclass(frozen=True)
+class SendMessageRequest:
+    queue_url: str
+    message_body: str
+    delay_seconds: int | None
+    message_attributes: dict[str, AttributeValue]
+    message_system_attributes: dict[str, AttributeValue]
+    message_group_id: str | None
+
+
+def decode_entry(p: Params, queue_url: str) -> SendMessageRequest:
+    """Decode one message; shared by SendMessage and each SendMessageBatch entry."""
+    body = p.optional_str("MessageBody")
+    if body is None:
+        raise InvalidParameterValue("The request must contain the parameter MessageBody.")
+    validate_body(body)
+    system = parse_attributes(p.map_of_maps("MessageSystemAttributes"))
+    for name, value in system.items():
+        if name != "AWSTraceHeader" or value.data_type != "String":
+            raise InvalidParameterValue(
+                f"Message system attribute name '{name}' is invalid: only AWSTraceHeader of "
+                "type String can be sent."
+            )
+    return SendMessageRequest(
+        queue_url=queue_url,
+        message_body=body,
+        delay_seconds=p.int_in_range("DelaySeconds", 0, limits.MAX_DELAY_S),
+        message_attributes=parse_attributes(p.map_of_maps("MessageAttributes")),
+        message_system_attributes=system,
+        message_group_id=p.optional_str("MessageGroupId"),
+    )
+
+
+def decode(p: Params) -> SendMessageRequest:
+    return decode_entry(p, p.required_str("QueueUrl"))
+
+
+def build_message(
+    req: SendMessageRequest, record: QueueRecord, ctx: RequestContext
+) -> StoredMessage:
+    """The message to append, with the queue's defaults applied and its size limit checked."""
+    max_bytes = int(record.attributes.get("MaximumMessageSize", DEFAULTS["MaximumMessageSize"]))
+    size = message_size(req.message_body, req.message_attributes)
+    if size > max_bytes:
+        raise InvalidParameterValue(
+            f"One or more parameters are invalid. Reason: Message must be shorter than "
+            f"{max_bytes} bytes."
+        )
+    delay_s = req.delay_seconds
+    if delay_s is None:
+        delay_s = int(record.attributes.get("DelaySeconds", DEFAULTS["DelaySeconds"]))
+    trace = req.message_system_attributes.get("AWSTraceHeader")
+    return StoredMessage(
+        message_id=str(uuid.uuid4()),
+        body=req.message_body.encode(),
+        sent_ms=ctx.runtime.clock.now_ms(),
+        delay_s=delay_s,
+        attributes=req.message_attributes,
+        sender_id=ctx.sender_id,
+        aws_trace_header=trace.string_value if trace else ctx.trace_header,
+        message_group_id=req.message_group_id,
+    )
+
+
+def sent_result(message: StoredMessage, req: SendMessageRequest) -> Result:
+    result: Result = {
+        "MessageId": message.message_id,
+        "MD5OfMessageBody": md5_of_body(message.body),
+    }
+    if (attributes_md5 := md5_of_attributes(message.attributes)) is not None:
+        result["MD5OfMessageAttributes"] = attributes_md5
+    if (system_md5 := md5_of_attributes(req.message_system_attributes)) is not None:
+        result["MD5OfMessageSystemAttributes"] = system_md5
+    return result
+
+
+async def handle(req: SendMessageRequest, ctx: RequestContext) -> Result:
+    record = ctx.queue(req.queue_url)
+    message = build_message(req, record, ctx)
+    await ctx.runtime.messages.send(record, message)
+    return sent_result(message, req)
+
+
+ACTION = Action("SendMessage", decode, handle)

@@ -1,0 +1,187 @@
+"""Assembles the gateway: Kafka clients, catalog, lease store, ingest, and the HTTP app.
+
+This is the only module that knows every part; everything else receives what it needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from aiohttp import web
+from confluent_kafka import KafkaException
+
+from gateway.auth import caller_of
+from gateway.config import Settings
+from gateway.context import RequestContext
+from gateway.dispatch import ACTIONS
+from gateway.errors import InternalError, ServiceUnavailable, SqsError, for_domain_error
+from gateway.messages import MessageService
+from gateway.params import Params
+from gateway.protocol import (
+    detect_protocol,
+    new_request_id,
+    read_request,
+    render_error,
+    render_result,
+    unknown_action,
+)
+from gateway.queues import QueueRegistry, partition_keys
+from gateway.runtime import Runtime
+from gateway.waiters import QueueSignals
+from lease_store.clock import Clock, SystemClock
+from lease_store.errors import LeaseError
+from lease_store.handles import ReceiptHandleCodec
+from lease_store.rocks import RocksKeyValueStore
+from lease_store.store import LeaseStore
+from topology.admin import TopicAdmin
+from topology.catalog import Catalog, QueueRecord
+from topology.ingest import IngestConsumer
+from topology.producer import AsyncProducer, ProduceFailed
+
+log = logging.getLogger("kqs.gateway")
+
+RUNTIME = web.AppKey("runtime", Runtime)
+SIGNALS = web.AppKey("signals", QueueSignals)
+# Requests can carry a 1 MiB message whose form encoding is up to three times larger.
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+
+
+def _receipt_secret(settings: Settings) -> bytes:
+    """The HMAC key of receipt handles: configured, or generated once per data directory."""
+    if settings.receipt_secret:
+        return settings.receipt_secret.encode()
+    path = settings.data_dir / "receipt-secret"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+    return path.read_text().strip().encode()
+
+
+@dataclass
+class _Parts:
+    producer: AsyncProducer
+    ingest: IngestConsumer
+    leases: LeaseStore
+    signals: QueueSignals
+
+
+async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Parts:
+    loop = asyncio.get_running_loop()
+    bootstrap = settings.kafka_bootstrap
+    producer = AsyncProducer(bootstrap)
+    admin = TopicAdmin(bootstrap, settings.replication_factor)
+    catalog = Catalog(bootstrap, admin, producer)
+    await catalog.ensure_topic()
+    records = await loop.run_in_executor(None, catalog.load)
+    leases = LeaseStore(RocksKeyValueStore(settings.lease_dir))
+    signals = QueueSignals()
+    ingest_ref: list[IngestConsumer] = []
+
+    def on_created(record: QueueRecord) -> None:
+        ingest_ref[0].assign(
+            record.topic,
+            {pk.partition: leases.applied_offset(pk) + 1 for pk in partition_keys(record)},
+        )
+
+    def on_deleted(record: QueueRecord) -> None:
+        ingest_ref[0].unassign(record.topic, record.partitions)
+        for pk in partition_keys(record):
+            leases.drop_partition(pk)
+        signals.notify(record.key)
+
+    registry = QueueRegistry(catalog, admin, settings.partitions, on_created, on_deleted)
+    messages = MessageService(
+        clock,
+        producer,
+        leases,
+        registry,
+        signals,
+        ReceiptHandleCodec(_receipt_secret(settings)),
+        settings.region,
+    )
+    ingest = IngestConsumer(bootstrap, loop, messages.on_ingested)
+    ingest_ref.append(ingest)
+    ingest.start()
+    registry.load(records.values())
+    app[RUNTIME] = Runtime(settings, clock, registry, messages)
+    app[SIGNALS] = signals
+    log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
+    return _Parts(producer, ingest, leases, signals)
+
+
+def build_app(settings: Settings, clock: Clock | None = None) -> web.Application:
+    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+    clock = clock or SystemClock()
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        parts = await _start(app, settings, clock)
+        yield
+        parts.ingest.stop()
+        parts.producer.close()
+        parts.leases.close()
+        log.info("gateway stopped")
+
+    app.cleanup_ctx.append(lifecycle)
+    app.on_shutdown.append(_answer_long_polls)
+    app.router.add_get("/health", _health)
+    app.router.add_route("*", "/{tail:.*}", _handle)
+    return app
+
+
+async def _answer_long_polls(app: web.Application) -> None:
+    # Runs before the server waits for in-flight requests: parked receives answer at once
+    # (empty) instead of holding shutdown for up to 20 s.
+    if SIGNALS in app:
+        app[SIGNALS].close()
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def _handle(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME]
+    request_id = new_request_id()
+    protocol = detect_protocol(request)
+    try:
+        wire = await read_request(request, protocol, request_id)
+        action = ACTIONS.get(wire.action)
+        if action is None:
+            raise unknown_action(wire.action)
+        caller = caller_of(request)
+        settings = runtime.settings
+        ctx = RequestContext(
+            runtime=runtime,
+            protocol=protocol,
+            base_url=settings.base_url.rstrip("/") or f"{request.scheme}://{request.host}",
+            account_id=settings.account_id,
+            region=caller.region or settings.region,
+            sender_id=caller.access_key or settings.account_id,
+            request_id=request_id,
+            trace_header=request.headers.get("X-Amzn-Trace-Id"),
+        )
+        result = await action(Params(wire.params), ctx)
+        return render_result(wire, result)
+    except SqsError as error:
+        return render_error(protocol, error, request_id)
+    except LeaseError as error:
+        return render_error(protocol, for_domain_error(error), request_id)
+    except (ProduceFailed, KafkaException) as error:
+        log.warning("kafka unavailable", extra={"request_id": request_id, "error": str(error)})
+        return render_error(
+            protocol,
+            ServiceUnavailable("The service is unavailable (Kafka did not answer). Retry later."),
+            request_id,
+        )
+    except Exception:
+        log.exception("request failed", extra={"request_id": request_id})
+        return render_error(
+            protocol,
+            InternalError("We encountered an internal error. Please try again."),
+            request_id,
+        )

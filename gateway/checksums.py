@@ -1,0 +1,36 @@
+"""The MD5 digests SQS returns and the SDKs verify (see SQS-REFERENCE.md, "Checksums")."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Mapping
+
+from lease_store.records import AttributeValue
+
+_STRING_TRANSPORT = b"\x01"
+_BINARY_TRANSPORT = b"\x02"
+
+
+def md5_of_body(body: bytes) -> str:
+    return hashlib.md5(body).hexdigest()
+
+
+def _field(data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + data
+
+
+def md5_of_attributes(attributes: Mapping[str, AttributeValue]) -> str | None:
+    """The digest the SDKs compute over message (or system) attributes; None when empty."""
+    if not attributes:
+        return None
+    digest = hashlib.md5()
+    for name in sorted(attributes):
+        value = attributes[name]
+        digest.update(_field(name.encode()))
+        digest.update(_field(value.data_type.encode()))
+        if value.binary_value is not None:
+            digest.update(_BINARY_TRANSPORT + _field(value.binary_value))
+        else:
+            digest.update(_STRING_TRANSPORT + _field((value.string_value or "").encode()))
+    return digest.hexdigest()

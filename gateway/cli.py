@@ -1,0 +1,112 @@
+"""The `kqs` command: `kqs serve` and `kqs kafka fetch|start|stop|status`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from aiohttp import web
+
+from gateway import logs
+from gateway.app import build_app
+from gateway.config import Settings
+from topology.broker import BrokerError, EmbeddedBroker
+from topology.broker_cli import add_kafka_subcommands
+
+log = logging.getLogger("kqs.serve")
+
+
+def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    defaults = Settings()
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the SQS gateway (with an embedded Kafka broker unless KQS_KAFKA_BOOTSTRAP is set)",
+    )
+    serve.add_argument("--host", default=defaults.host, help="address to listen on")
+    serve.add_argument("--port", type=int, default=defaults.port, help="HTTP port (default 9324)")
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        default=defaults.data_dir,
+        help="lease store and embedded broker data",
+    )
+    serve.add_argument(
+        "--kafka-bootstrap", default=defaults.kafka_bootstrap, help="use this Kafka cluster"
+    )
+
+
+async def _run_gateway(settings: Settings) -> None:
+    app = build_app(settings)
+    runner = web.AppRunner(app, shutdown_timeout=30)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    log.info(
+        "listening",
+        extra={
+            "endpoint": f"http://{settings.host}:{settings.port}",
+            "account": settings.account_id,
+        },
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    began = time.monotonic()
+    log.info("shutting down: draining requests")
+    await runner.cleanup()
+    log.info("shut down", extra={"seconds": round(time.monotonic() - began, 3)})
+
+
+def serve(args: argparse.Namespace) -> int:
+    settings = replace(
+        Settings(),
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        kafka_bootstrap=args.kafka_bootstrap,
+    )
+    logs.configure(settings.log_format)
+    with contextlib.ExitStack() as stack:
+        if not settings.kafka_bootstrap:
+            log.info("starting embedded Kafka broker", extra={"data_dir": str(settings.kafka_dir)})
+            broker_info = stack.enter_context(
+                EmbeddedBroker(
+                    settings.kafka_dir,
+                    port=settings.kafka_port,
+                    controller_port=settings.kafka_controller_port,
+                )
+            )
+            settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
+        asyncio.run(_run_gateway(settings))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="kqs", description="SQS-compatible queues on Apache Kafka"
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(subparsers)
+    add_kafka_subcommands(subparsers)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "serve":
+            return serve(args)
+        return int(args.func(args))
+    except BrokerError as error:
+        sys.stderr.write(f"kqs: {error}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

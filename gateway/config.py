@@ -1,0 +1,42 @@
+"""Gateway settings: flags override environment variables, which override defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 9324
+    data_dir: Path = field(default_factory=lambda: Path(os.environ.get("KQS_DATA_DIR", "data")))
+    # Empty: start the embedded single-node broker. Set: use that cluster, start nothing.
+    kafka_bootstrap: str = field(default_factory=lambda: os.environ.get("KQS_KAFKA_BOOTSTRAP", ""))
+    kafka_port: int = field(default_factory=lambda: _env_int("KQS_KAFKA_PORT", 9092))
+    kafka_controller_port: int = field(
+        default_factory=lambda: _env_int("KQS_KAFKA_CONTROLLER_PORT", 9093)
+    )
+    replication_factor: int = field(default_factory=lambda: _env_int("KQS_REPLICATION_FACTOR", 1))
+    partitions: int = field(default_factory=lambda: _env_int("KQS_PARTITIONS", 1))
+    account_id: str = field(
+        default_factory=lambda: os.environ.get("KQS_ACCOUNT_ID", "000000000000")
+    )
+    region: str = field(default_factory=lambda: os.environ.get("KQS_REGION", "us-east-1"))
+    # Behind a proxy, the URL clients must use; by default the host each request came to.
+    base_url: str = field(default_factory=lambda: os.environ.get("KQS_BASE_URL", ""))
+    receipt_secret: str = field(default_factory=lambda: os.environ.get("KQS_RECEIPT_SECRET", ""))
+    log_format: str = field(default_factory=lambda: os.environ.get("KQS_LOG_FORMAT", "json"))
+
+    @property
+    def lease_dir(self) -> Path:
+        return self.data_dir / "leases"
+
+    @property
+    def kafka_dir(self) -> Path:
+        return self.data_dir / "kafka"

@@ -1,0 +1,33 @@
+"""What every action handler receives besides its typed request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.protocol import Protocol
+
+if TYPE_CHECKING:
+    from gateway.runtime import Runtime
+    from topology.catalog import QueueRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    runtime: Runtime
+    protocol: Protocol
+    base_url: str  # scheme://host[:port] the client called, or the configured base URL
+    account_id: str
+    region: str
+    sender_id: str
+    request_id: str
+    trace_header: str | None = None  # X-Amzn-Trace-Id
+
+    def queue(self, queue_url: str) -> QueueRecord:
+        return self.runtime.registry.resolve(queue_url, self.account_id)
+
+    def queue_url(self, record: QueueRecord) -> str:
+        return f"{self.base_url}/{record.account_id}/{record.name}"
+
+    def queue_arn(self, record: QueueRecord) -> str:
+        return f"arn:aws:sqs:{self.region}:{record.account_id}:{record.name}"

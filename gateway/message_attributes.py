@@ -1,0 +1,151 @@
+"""Validation of message attributes and bodies, and the filters ReceiveMessage applies."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from gateway import limits
+from gateway.errors import InvalidMessageContents, InvalidParameterValue
+from lease_store.records import AttributeValue
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
+_DATA_TYPE = re.compile(r"^(String|Number|Binary)(\..+)?$")
+_INVALID_BODY_CHAR = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_RESERVED_PREFIXES = ("aws.", "amazon.")
+
+SYSTEM_ATTRIBUTE_NAMES = (
+    "SenderId",
+    "SentTimestamp",
+    "ApproximateReceiveCount",
+    "ApproximateFirstReceiveTimestamp",
+    "AWSTraceHeader",
+    "DeadLetterQueueSourceArn",
+    "MessageGroupId",
+)
+
+
+def validate_body(body: str) -> None:
+    if body == "":
+        raise InvalidParameterValue("The request must contain the parameter MessageBody.")
+    if _INVALID_BODY_CHAR.search(body):
+        raise InvalidMessageContents(
+            "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
+            "#xE000 to #xFFFD | #x10000 to #x10FFFF"
+        )
+
+
+def _check_name(name: str) -> None:
+    lowered = name.lower()
+    if (
+        not _NAME.match(name)
+        or lowered.startswith(_RESERVED_PREFIXES)
+        or name.startswith(".")
+        or name.endswith(".")
+        or ".." in name
+    ):
+        raise InvalidParameterValue(
+            f"Message (user) attribute name '{name}' is invalid. Names can contain "
+            "alphanumeric characters, hyphens, underscores and periods, must not start or end "
+            "with a period, contain two consecutive periods, or start with AWS. or Amazon."
+        )
+
+
+def _check_number(name: str, text: str) -> None:
+    try:
+        number = Decimal(text.strip())
+    except InvalidOperation:
+        number = None
+    if number is None or not number.is_finite():
+        raise InvalidParameterValue(
+            f"Can't cast the value of message (user) attribute '{name}' to a number."
+        )
+    digits = len(number.as_tuple().digits)
+    if digits > 38 or not Decimal("-1e128") <= number <= Decimal("1e126"):
+        raise InvalidParameterValue(
+            f"Value {text} for message (user) attribute '{name}' is out of range: up to 38 "
+            "digits of precision, between -10^128 and 10^126."
+        )
+
+
+def parse_attributes(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, AttributeValue]:
+    """Typed, validated message attributes from the JSON-shaped `MessageAttributes` map."""
+    if len(raw) > limits.MAX_MESSAGE_ATTRIBUTES:
+        raise InvalidParameterValue(
+            f"Number of message attributes [{len(raw)}] exceeds the allowed maximum "
+            f"[{limits.MAX_MESSAGE_ATTRIBUTES}]."
+        )
+    out: dict[str, AttributeValue] = {}
+    for name, value in raw.items():
+        _check_name(name)
+        data_type = value.get("DataType")
+        if not isinstance(data_type, str) or not data_type:
+            raise InvalidParameterValue(
+                f"The message attribute '{name}' must contain a non-empty attribute type."
+            )
+        if len(data_type) > limits.MAX_ATTRIBUTE_NAME_LENGTH or not _DATA_TYPE.match(data_type):
+            raise InvalidParameterValue(
+                f"The type of message (user) attribute '{name}' is invalid. You must use only "
+                "the following supported type prefixes: Binary, Number, String."
+            )
+        base_type = data_type.split(".", 1)[0]
+        if base_type == "Binary":
+            encoded = value.get("BinaryValue")
+            if not isinstance(encoded, str) or encoded == "":
+                raise InvalidParameterValue(
+                    f"The message attribute '{name}' with type 'Binary' must use field 'Binary'."
+                )
+            try:
+                decoded = base64.b64decode(encoded, validate=True)
+            except (binascii.Error, ValueError):
+                raise InvalidParameterValue(
+                    f"The message attribute '{name}' has an invalid binary value."
+                ) from None
+            out[name] = AttributeValue(data_type, binary_value=decoded)
+        else:
+            text = value.get("StringValue")
+            if not isinstance(text, str) or text == "":
+                raise InvalidParameterValue(
+                    f"The message attribute '{name}' with type '{base_type}' must use field 'String'."
+                )
+            if base_type == "Number":
+                _check_number(name, text)
+            elif _INVALID_BODY_CHAR.search(text):
+                raise InvalidParameterValue(
+                    f"The message attribute '{name}' contains invalid characters."
+                )
+            out[name] = AttributeValue(data_type, string_value=text)
+    return out
+
+
+def message_size(body: str, attributes: Mapping[str, AttributeValue]) -> int:
+    """UTF-8 bytes of the body plus every attribute name, type and value (SQS's measure)."""
+    size = len(body.encode())
+    for name, value in attributes.items():
+        size += len(name.encode()) + len(value.data_type.encode())
+        if value.binary_value is not None:
+            size += len(value.binary_value)
+        else:
+            size += len((value.string_value or "").encode())
+    return size
+
+
+def select_message_attributes(
+    attributes: Mapping[str, AttributeValue], requested: list[str]
+) -> dict[str, AttributeValue]:
+    """Apply ReceiveMessage's MessageAttributeNames: `All`, `.*`, `prefix.*` or exact names."""
+    if not requested:
+        return {}
+    if "All" in requested or ".*" in requested:
+        return dict(attributes)
+    prefixes = tuple(r[:-1] for r in requested if r.endswith(".*"))
+    exact = set(requested)
+    return {
+        name: value
+        for name, value in attributes.items()
+        if name in exact or (prefixes and name.startswith(prefixes))
+    }

@@ -1,0 +1,236 @@
+"""The message plane: send, receive, delete and visibility changes on lease store + Kafka.
+
+Send produces the record (acks=all) and answers once the ingest path has applied it, so a
+message acknowledged to a client is both durable in Kafka and receivable at once. Receive
+takes leases in the lease store; when nothing is visible it parks on `QueueSignals` until a
+record is ingested, a visibility changes, or the earliest lease or delay of the queue ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+from gateway import limits
+from gateway.errors import OverLimit, ReceiptHandleIsInvalid
+from gateway.queue_attributes import DEFAULTS
+from gateway.queues import QueueRegistry, partition_keys, queue_arn, redrive_target
+from gateway.waiters import QueueSignals
+from lease_store.clock import Clock
+from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
+from lease_store.records import StoredMessage
+from lease_store.store import Counts, Delivery, LeaseStore, PartitionKey
+from topology.catalog import QueueRecord
+from topology.ingest import Batch
+from topology.producer import AsyncProducer
+from topology.record_format import to_headers
+
+log = logging.getLogger("kqs.messages")
+
+# How long a send waits for its record to come back through ingest before answering anyway.
+# The record is durable in Kafka by then; only its immediate receivability is at stake.
+INGEST_WAIT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    delivery: Delivery
+    receipt_handle: str
+
+
+def _attribute_int(record: QueueRecord, name: str) -> int:
+    return int(record.attributes.get(name, DEFAULTS[name]))
+
+
+class MessageService:
+    def __init__(
+        self,
+        clock: Clock,
+        producer: AsyncProducer,
+        leases: LeaseStore,
+        registry: QueueRegistry,
+        signals: QueueSignals,
+        handles: ReceiptHandleCodec,
+        region: str,
+    ) -> None:
+        self._clock = clock
+        self._producer = producer
+        self._leases = leases
+        self._registry = registry
+        self._signals = signals
+        self._handles = handles
+        self._region = region
+        self._ingest_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = (
+            defaultdict(list)
+        )
+        self._next_partition: dict[str, int] = defaultdict(int)
+
+    # -- ingest ----------------------------------------------------------------------------
+
+    def on_ingested(self, topic: str, partition: int, batch: Batch) -> None:
+        """Called on the event loop with records the ingest consumer read."""
+        record = self._registry.by_topic(topic)
+        if record is None:
+            return  # the queue was deleted while the batch was in transit
+        pk = partition_keys(record)[partition]
+        self._leases.ingest(pk, batch)
+        applied = self._leases.applied_offset(pk)
+        waiters = self._ingest_waiters.get((topic, partition))
+        if waiters:
+            still = []
+            for offset, future in waiters:
+                if offset <= applied:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    still.append((offset, future))
+            self._ingest_waiters[(topic, partition)] = still
+        self._signals.notify(record.key)
+
+    async def _until_ingested(
+        self, topic: str, partition: int, offset: int, pk: PartitionKey
+    ) -> None:
+        if self._leases.applied_offset(pk) >= offset:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ingest_waiters[(topic, partition)].append((offset, future))
+        try:
+            await asyncio.wait_for(future, INGEST_WAIT_S)
+        except TimeoutError:
+            log.warning(
+                "send answered before ingest caught up", extra={"topic": topic, "offset": offset}
+            )
+
+    # -- send ------------------------------------------------------------------------------
+
+    async def send(self, record: QueueRecord, message: StoredMessage) -> None:
+        delivered = await self._producer.send(
+            record.topic,
+            message.body,
+            key=message.message_id.encode(),
+            headers=to_headers(message),
+            timestamp_ms=message.sent_ms,
+        )
+        pk = partition_keys(record)[delivered.partition]
+        await self._until_ingested(delivered.topic, delivered.partition, delivered.offset, pk)
+
+    # -- receive ---------------------------------------------------------------------------
+
+    async def receive(
+        self, record: QueueRecord, max_messages: int, visibility_s: int, wait_s: int
+    ) -> list[Received]:
+        deadline_ms = self._clock.now_ms() + wait_s * 1000
+        if wait_s == 0 and self.counts(record).in_flight >= limits.MAX_IN_FLIGHT:
+            raise OverLimit(
+                f"Too many messages in flight on this queue (limit {limits.MAX_IN_FLIGHT})."
+            )
+        while True:
+            now_ms = self._clock.now_ms()
+            received = await self._receive_now(record, max_messages, visibility_s * 1000, now_ms)
+            if received or now_ms >= deadline_ms:
+                return received
+            wake_ms = min(deadline_ms, self._next_visible_at_ms(record, now_ms) or deadline_ms)
+            await self._signals.wait(record.key, (wake_ms - now_ms) / 1000)
+            current = self._registry.current(record)
+            if current is None:
+                return []  # deleted while we waited
+            record = current
+
+    def _next_visible_at_ms(self, record: QueueRecord, now_ms: int) -> int | None:
+        times = [
+            t for pk in partition_keys(record) if (t := self._leases.next_visible_at_ms(pk, now_ms))
+        ]
+        return min(times) if times else None
+
+    async def _receive_now(
+        self, record: QueueRecord, max_messages: int, visibility_ms: int, now_ms: int
+    ) -> list[Received]:
+        redrive = redrive_target(record)
+        dlq = self._registry.by_arn(redrive[0]) if redrive else None
+        max_receive_count = redrive[1] if redrive and dlq else None
+        retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
+        keys = partition_keys(record)
+        start = self._next_partition[record.key] % len(keys)
+        self._next_partition[record.key] += 1
+        received: list[Received] = []
+        for pk in keys[start:] + keys[:start]:
+            wanted = max_messages - len(received)
+            if wanted <= 0:
+                break
+            outcome = self._leases.receive(
+                pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count
+            )
+            received.extend(Received(d, self._handle(record, pk, d)) for d in outcome.delivered)
+            if outcome.dead_letter and dlq is not None:
+                await self._dead_letter(record, dlq, pk, outcome.dead_letter)
+        return received
+
+    async def _dead_letter(
+        self, source: QueueRecord, dlq: QueueRecord, pk: PartitionKey, moves: list[Delivery]
+    ) -> None:
+        """Move messages past maxReceiveCount to the DLQ, keeping id, body and attributes."""
+        source_arn = self.queue_arn_of(source)
+        for delivery in moves:
+            moved = StoredMessage(
+                message_id=delivery.message.message_id,
+                body=delivery.message.body,
+                sent_ms=delivery.message.sent_ms,
+                attributes=delivery.message.attributes,
+                sender_id=delivery.message.sender_id,
+                aws_trace_header=delivery.message.aws_trace_header,
+                message_group_id=delivery.message.message_group_id,
+                dead_letter_source_arn=source_arn,
+            )
+            await self.send(dlq, moved)
+            self._leases.remove(pk, delivery.offset, self._clock.now_ms())
+            log.info(
+                "message moved to dead-letter queue",
+                extra={"queue": source.key, "dlq": dlq.key, "message_id": moved.message_id},
+            )
+
+    def queue_arn_of(self, record: QueueRecord) -> str:
+        return queue_arn(self._region, record)
+
+    def _handle(self, record: QueueRecord, pk: PartitionKey, delivery: Delivery) -> str:
+        return self._handles.encode(
+            ReceiptHandle(
+                pk.incarnation, pk.partition, delivery.offset, delivery.fact.receive_count
+            )
+        )
+
+    # -- delete and visibility -------------------------------------------------------------
+
+    def _locate(
+        self, record: QueueRecord, receipt_handle: str
+    ) -> tuple[PartitionKey, ReceiptHandle]:
+        handle = self._handles.decode(receipt_handle)
+        keys = partition_keys(record)
+        if handle.incarnation != keys[0].incarnation or handle.partition >= len(keys):
+            raise ReceiptHandleIsInvalid.for_handle(receipt_handle)
+        return keys[handle.partition], handle
+
+    def delete(self, record: QueueRecord, receipt_handle: str) -> None:
+        """Delete the message; deleting an already deleted message succeeds, as in SQS."""
+        pk, handle = self._locate(record, receipt_handle)
+        self._leases.remove(pk, handle.offset, self._clock.now_ms())
+
+    def change_visibility(
+        self, record: QueueRecord, receipt_handle: str, visibility_s: int
+    ) -> None:
+        pk, handle = self._locate(record, receipt_handle)
+        self._leases.change_visibility(
+            pk, handle.offset, handle.epoch, self._clock.now_ms(), visibility_s * 1000
+        )
+        # The earliest moment something becomes visible may have moved: let waiters re-plan.
+        self._signals.notify(record.key)
+
+    # -- queue-level -----------------------------------------------------------------------
+
+    def counts(self, record: QueueRecord) -> Counts:
+        now_ms = self._clock.now_ms()
+        total = Counts()
+        for pk in partition_keys(record):
+            total = total + self._leases.counts(pk, now_ms)
+        return total

@@ -1,0 +1,118 @@
+"""Reading an SQS request in either wire protocol, and writing the answer in the same one.
+
+JSON 1.0: `POST` with `Content-Type: application/x-amz-json-1.0` and
+`X-Amz-Target: AmazonSQS.<Action>`. Query: `Action=` in the query string or a form body.
+Either may be sent to `/` or to a queue URL path, in which case the path names the queue.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+
+from gateway import query
+from gateway.errors import InvalidAction, MissingAction, MissingParameter, SqsError
+
+JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
+_TARGET_PREFIX = "AmazonSQS."
+
+
+class Protocol(Enum):
+    JSON = "json"
+    QUERY = "query"
+
+
+@dataclass(frozen=True, slots=True)
+class WireRequest:
+    protocol: Protocol
+    action: str
+    params: dict[str, Any]
+    request_id: str
+
+
+def new_request_id() -> str:
+    return str(uuid.uuid4())
+
+
+def detect_protocol(request: web.Request) -> Protocol:
+    content_type = request.headers.get("Content-Type", "")
+    if content_type.startswith(JSON_CONTENT_TYPE) or "X-Amz-Target" in request.headers:
+        return Protocol.JSON
+    return Protocol.QUERY
+
+
+async def read_request(request: web.Request, protocol: Protocol, request_id: str) -> WireRequest:
+    if protocol is Protocol.JSON:
+        target = request.headers.get("X-Amz-Target", "")
+        if not target.startswith(_TARGET_PREFIX):
+            raise MissingAction("The request must contain the header X-Amz-Target.")
+        action = target[len(_TARGET_PREFIX) :]
+        raw = await request.read()
+        try:
+            params = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise MissingParameter("The request body is not valid JSON.") from None
+        if not isinstance(params, dict):
+            raise MissingParameter("The request body must be a JSON object.")
+    else:
+        flat = dict(parse_qsl(request.query_string, keep_blank_values=True))
+        if request.method == "POST":
+            body = (await request.read()).decode("utf-8", errors="strict")
+            flat.update(parse_qsl(body, keep_blank_values=True))
+        action = flat.pop("Action", "")
+        if not action:
+            raise MissingAction("The request must contain the parameter Action.")
+        params = query.to_json_shape(flat)
+    if "QueueUrl" not in params and _is_queue_path(request.path):
+        params["QueueUrl"] = request.path
+    return WireRequest(protocol, action, params, request_id)
+
+
+def _is_queue_path(path: str) -> bool:
+    parts = [p for p in path.split("/") if p]
+    return len(parts) == 2
+
+
+def render_result(wire: WireRequest, result: dict[str, Any]) -> web.Response:
+    headers = {"x-amzn-RequestId": wire.request_id}
+    if wire.protocol is Protocol.JSON:
+        return web.Response(
+            body=json.dumps(result).encode(), content_type=JSON_CONTENT_TYPE, headers=headers
+        )
+    return web.Response(
+        text=query.render_result(wire.action, result, wire.request_id),
+        content_type="text/xml",
+        headers=headers,
+    )
+
+
+def render_error(protocol: Protocol, error: SqsError, request_id: str) -> web.Response:
+    headers = {"x-amzn-RequestId": request_id}
+    if protocol is Protocol.JSON:
+        fault = "Sender" if error.sender_fault else "Receiver"
+        headers["x-amzn-query-error"] = f"{error.code};{fault}"
+        body = {"__type": f"com.amazonaws.sqs#{error.json_type}", "message": error.message}
+        return web.Response(
+            status=error.http_status,
+            body=json.dumps(body).encode(),
+            content_type=JSON_CONTENT_TYPE,
+            headers=headers,
+        )
+    return web.Response(
+        status=error.http_status,
+        text=query.render_error(
+            error.code, error.message_for(query=True), error.sender_fault, request_id
+        ),
+        content_type="text/xml",
+        headers=headers,
+    )
+
+
+def unknown_action(action: str) -> InvalidAction:
+    return InvalidAction(f"The action {action} is not valid for this endpoint.")

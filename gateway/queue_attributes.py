@@ -1,0 +1,103 @@
+"""Queue attributes: which exist, their defaults, and validation of the settable ones.
+
+Values are kept as SQS sends them, strings, in the catalog. Cross-queue checks (a
+RedrivePolicy's target must exist) need the registry and live in `queues.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from gateway import limits
+from gateway.errors import InvalidAttributeName, InvalidAttributeValue, UnsupportedOperation
+
+DEFAULTS: dict[str, str] = {
+    "DelaySeconds": "0",
+    "MaximumMessageSize": str(limits.MAX_MESSAGE_BYTES),
+    "MessageRetentionPeriod": str(limits.DEFAULT_RETENTION_S),
+    "ReceiveMessageWaitTimeSeconds": "0",
+    "VisibilityTimeout": str(limits.DEFAULT_VISIBILITY_TIMEOUT_S),
+    "SqsManagedSseEnabled": "true",
+}
+
+COUNTERS = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+READ_ONLY = (*COUNTERS, "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn")
+FIFO_ONLY = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+FIFO_UNSUPPORTED = "FIFO queues are not supported by KQS yet; create a standard queue."
+
+
+def _int_range(low: int, high: int) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        try:
+            return low <= int(value) <= high and value.strip() == value
+        except ValueError:
+            return False
+
+    return check
+
+
+def _boolean(value: str) -> bool:
+    return value.lower() in ("true", "false")
+
+
+def _json_object(value: str) -> bool:
+    if value == "":
+        return True  # an empty value removes the attribute
+    try:
+        return isinstance(json.loads(value), dict)
+    except ValueError:
+        return False
+
+
+def _any(value: str) -> bool:
+    return True
+
+
+_VALIDATORS: dict[str, Callable[[str], bool]] = {
+    "DelaySeconds": _int_range(0, limits.MAX_DELAY_S),
+    "MaximumMessageSize": _int_range(limits.MIN_MESSAGE_BYTES_SETTING, limits.MAX_MESSAGE_BYTES),
+    "MessageRetentionPeriod": _int_range(limits.MIN_RETENTION_S, limits.MAX_RETENTION_S),
+    "ReceiveMessageWaitTimeSeconds": _int_range(0, limits.MAX_WAIT_TIME_S),
+    "VisibilityTimeout": _int_range(0, limits.MAX_VISIBILITY_TIMEOUT_S),
+    "Policy": _json_object,
+    "RedrivePolicy": _json_object,
+    "RedriveAllowPolicy": _json_object,
+    "KmsMasterKeyId": _any,
+    "KmsDataKeyReusePeriodSeconds": _int_range(60, 86_400),
+    "SqsManagedSseEnabled": _boolean,
+}
+
+SETTABLE = tuple(_VALIDATORS)
+ALL_NAMES = (*SETTABLE, *READ_ONLY)
+
+
+def validate_settable(attributes: dict[str, str]) -> dict[str, str]:
+    """Check names and value formats; returns the attributes normalised (booleans lower-case)."""
+    out: dict[str, str] = {}
+    for name, value in attributes.items():
+        if name == "FifoQueue" and value.lower() == "true":
+            raise UnsupportedOperation(FIFO_UNSUPPORTED)
+        if name in FIFO_ONLY:
+            raise InvalidAttributeName(f"Unknown Attribute {name}.")
+        validator = _VALIDATORS.get(name)
+        if validator is None:
+            raise InvalidAttributeName(f"Unknown Attribute {name}.")
+        if not validator(value):
+            raise InvalidAttributeValue(f"Invalid value for the parameter {name}.")
+        out[name] = value.lower() if validator is _boolean else value
+    return out
+
+
+def requested_names(names: list[str]) -> list[str]:
+    """Expand `All` and reject unknown names (GetQueueAttributes)."""
+    if "All" in names:
+        return list(ALL_NAMES)
+    for name in names:
+        if name not in ALL_NAMES:
+            raise InvalidAttributeName(f"Unknown Attribute {name}.")
+    return list(dict.fromkeys(names))

@@ -1,0 +1,243 @@
+"""The queue registry: every queue this gateway serves, backed by the Kafka catalog.
+
+Creating a queue creates its topic first and its catalog record second, so a catalog record
+always names a topic that exists. Deleting writes the catalog record (marked deleted, kept so
+a re-create within 60 s is refused) before the topic goes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
+
+from gateway import limits
+from gateway.errors import (
+    InvalidParameterValue,
+    QueueDeletedRecently,
+    QueueDoesNotExist,
+    QueueNameExists,
+    UnsupportedOperation,
+)
+from gateway.queue_attributes import DEFAULTS, FIFO_UNSUPPORTED
+from lease_store.store import PartitionKey
+from topology.admin import TopicAdmin
+from topology.catalog import Catalog, QueueRecord
+
+log = logging.getLogger("kqs.queues")
+
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+_ARN = re.compile(r"^arn:aws[\w-]*:sqs:([\w-]*):(\d{12}):([A-Za-z0-9_.-]{1,85})$")
+
+QueueListener = Callable[[QueueRecord], None]
+
+
+def partition_keys(record: QueueRecord) -> list[PartitionKey]:
+    incarnation = bytes.fromhex(record.incarnation)
+    return [PartitionKey(incarnation, p) for p in range(record.partitions)]
+
+
+def topic_retention_ms(record: QueueRecord) -> str:
+    retention_s = int(
+        record.attributes.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"])
+    )
+    return str(retention_s * 1000 + limits.RETENTION_MARGIN_MS)
+
+
+def queue_arn(region: str, record: QueueRecord) -> str:
+    return f"arn:aws:sqs:{region}:{record.account_id}:{record.name}"
+
+
+def parse_arn(arn: str) -> tuple[str, str, str] | None:
+    """(region, account id, queue name) of a queue ARN, or None."""
+    match = _ARN.match(arn)
+    return (match.group(1), match.group(2), match.group(3)) if match else None
+
+
+class QueueRegistry:
+    def __init__(
+        self,
+        catalog: Catalog,
+        admin: TopicAdmin,
+        default_partitions: int,
+        on_created: QueueListener,
+        on_deleted: QueueListener,
+    ) -> None:
+        self._catalog = catalog
+        self._admin = admin
+        self._default_partitions = default_partitions
+        self._on_created = on_created
+        self._on_deleted = on_deleted
+        self._by_key: dict[str, QueueRecord] = {}
+        self._by_topic: dict[str, QueueRecord] = {}
+
+    def load(self, records: Iterable[QueueRecord]) -> None:
+        for record in records:
+            self._remember(record)
+            if not record.deleted:
+                self._on_created(record)
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def active(self, account_id: str, name: str) -> QueueRecord | None:
+        record = self._by_key.get(f"{account_id}/{name}")
+        return record if record is not None and not record.deleted else None
+
+    def by_topic(self, topic: str) -> QueueRecord | None:
+        record = self._by_topic.get(topic)
+        return record if record is not None and not record.deleted else None
+
+    def current(self, record: QueueRecord) -> QueueRecord | None:
+        """The live version of a queue, or None if it was deleted since `record` was read."""
+        latest = self._by_key.get(record.key)
+        if latest is None or latest.deleted or latest.incarnation != record.incarnation:
+            return None
+        return latest
+
+    def resolve(self, queue_url: str, caller_account: str) -> QueueRecord:
+        """The queue a QueueUrl names: a URL of any host, a path, or a bare queue name."""
+        parts = [p for p in urlsplit(queue_url).path.split("/") if p]
+        if len(parts) == 1:
+            account_id, name = caller_account, parts[0]
+        elif len(parts) >= 2:
+            account_id, name = parts[-2], parts[-1]
+        else:
+            raise QueueDoesNotExist()
+        record = self.active(account_id, name)
+        if record is None:
+            raise QueueDoesNotExist()
+        return record
+
+    def by_arn(self, arn: str) -> QueueRecord | None:
+        parsed = parse_arn(arn)
+        return self.active(parsed[1], parsed[2]) if parsed else None
+
+    def listed(self, account_id: str, prefix: str = "") -> list[QueueRecord]:
+        return sorted(
+            (
+                r
+                for r in self._by_key.values()
+                if not r.deleted and r.account_id == account_id and r.name.startswith(prefix)
+            ),
+            key=lambda r: r.name,
+        )
+
+    def all_active(self) -> list[QueueRecord]:
+        return [r for r in self._by_key.values() if not r.deleted]
+
+    def validate_redrive(self, attributes: dict[str, str]) -> None:
+        """A RedrivePolicy must name an existing queue and a maxReceiveCount of 1-1000."""
+        raw = attributes.get("RedrivePolicy")
+        if not raw:
+            return
+        policy = json.loads(raw)
+        target = policy.get("deadLetterTargetArn")
+        count = policy.get("maxReceiveCount")
+        if not isinstance(target, str) or self.by_arn(target) is None:
+            raise InvalidParameterValue(
+                "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does "
+                "not exist."
+            )
+        try:
+            count_value = int(count)  # SDKs send it as a number or a string
+        except (TypeError, ValueError):
+            count_value = 0
+        if not limits.MIN_MAX_RECEIVE_COUNT <= count_value <= limits.MAX_MAX_RECEIVE_COUNT:
+            raise InvalidParameterValue(
+                "Value for parameter RedrivePolicy is invalid. Reason: Invalid value for "
+                "maxReceiveCount: must be between 1 and 1000."
+            )
+
+    # -- changes ---------------------------------------------------------------------------
+
+    async def create(
+        self,
+        account_id: str,
+        name: str,
+        attributes: dict[str, str],
+        tags: dict[str, str],
+        now_ms: int,
+    ) -> tuple[QueueRecord, bool]:
+        """Create a queue, or return the existing one if its attributes match.
+
+        Returns the record and whether it was created by this call.
+        """
+        if name.endswith(".fifo"):
+            raise UnsupportedOperation(FIFO_UNSUPPORTED)
+        if not _QUEUE_NAME.match(name):
+            raise InvalidParameterValue(
+                "Can only include alphanumeric characters, hyphens, or underscores. "
+                "1 to 80 in length"
+            )
+        existing = self._by_key.get(f"{account_id}/{name}")
+        if existing is not None and not existing.deleted:
+            effective = {**DEFAULTS, **existing.attributes}
+            if any(effective.get(k) != v for k, v in attributes.items()):
+                raise QueueNameExists(
+                    f"A queue already exists with the same name and a different value for "
+                    f"attribute(s) {', '.join(k for k, v in attributes.items() if effective.get(k) != v)}"
+                )
+            return existing, False
+        if existing is not None and existing.deleted_ms is not None:
+            if now_ms - existing.deleted_ms < limits.QUEUE_RECREATE_COOLDOWN_S * 1000:
+                raise QueueDeletedRecently(
+                    "You must wait 60 seconds after deleting a queue before you can create "
+                    "another with the same name."
+                )
+        record = QueueRecord(
+            account_id=account_id,
+            name=name,
+            incarnation=uuid.uuid4().hex,
+            partitions=self._default_partitions,
+            attributes={**DEFAULTS, **_without_empty(attributes)},
+            tags=tags,
+            created_s=now_ms // 1000,
+            modified_s=now_ms // 1000,
+        )
+        await self._admin.create_topic(
+            record.topic,
+            record.partitions,
+            {"cleanup.policy": "delete", "retention.ms": topic_retention_ms(record)},
+        )
+        await self._catalog.put(record)
+        self._remember(record)
+        self._on_created(record)
+        log.info("queue created", extra={"queue": record.key, "topic": record.topic})
+        return record, True
+
+    async def update(self, record: QueueRecord) -> QueueRecord:
+        """Persist changed attributes or tags of a live queue."""
+        await self._catalog.put(record)
+        self._remember(record)
+        return record
+
+    async def delete(self, record: QueueRecord, now_ms: int) -> None:
+        deleted = record.changed(deleted_ms=now_ms)
+        await self._catalog.put(deleted)
+        self._remember(deleted)
+        self._on_deleted(record)
+        await self._admin.delete_topic(record.topic)
+        log.info("queue deleted", extra={"queue": record.key, "topic": record.topic})
+
+    def _remember(self, record: QueueRecord) -> None:
+        previous = self._by_key.get(record.key)
+        if previous is not None and previous.topic != record.topic:
+            self._by_topic.pop(previous.topic, None)
+        self._by_key[record.key] = record
+        self._by_topic[record.topic] = record
+
+
+def _without_empty(attributes: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in attributes.items() if v != ""}
+
+
+def redrive_target(record: QueueRecord) -> tuple[str, int] | None:
+    """(deadLetterTargetArn, maxReceiveCount) of a queue with a RedrivePolicy."""
+    raw = record.attributes.get("RedrivePolicy")
+    if not raw:
+        return None
+    policy = json.loads(raw)
+    return str(policy["deadLetterTargetArn"]), int(policy["maxReceiveCount"])

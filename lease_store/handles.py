@@ -1,0 +1,63 @@
+"""Receipt handles: message coordinates plus receipt epoch, authenticated with an HMAC.
+
+A handle names the queue incarnation, the Kafka partition and offset of the message and the
+receipt epoch (its receive count at that receive). The HMAC under a server secret means a
+client cannot forge a handle for a message it never received, nor reuse one from a deleted
+and re-created queue of the same name.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import struct
+from dataclasses import dataclass
+
+from lease_store.errors import ReceiptHandleInvalid
+
+_VERSION = 1
+_PAYLOAD = struct.Struct(">B16sIqI")
+_MAC_BYTES = 16
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptHandle:
+    incarnation: bytes  # 16 bytes, the queue incarnation id
+    partition: int
+    offset: int
+    epoch: int
+
+
+class ReceiptHandleCodec:
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) < 16:
+            raise ValueError("receipt handle secret must be at least 16 bytes")
+        self._secret = secret
+
+    def encode(self, handle: ReceiptHandle) -> str:
+        payload = _PAYLOAD.pack(
+            _VERSION, handle.incarnation, handle.partition, handle.offset, handle.epoch
+        )
+        raw = payload + self._mac(payload)
+        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+    def decode(self, text: str) -> ReceiptHandle:
+        """Parse and authenticate a handle; raises `ReceiptHandleInvalid` on any defect."""
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        except (binascii.Error, ValueError):
+            raise ReceiptHandleInvalid(text) from None
+        if len(raw) != _PAYLOAD.size + _MAC_BYTES:
+            raise ReceiptHandleInvalid(text)
+        payload, mac = raw[: _PAYLOAD.size], raw[_PAYLOAD.size :]
+        if not hmac.compare_digest(mac, self._mac(payload)):
+            raise ReceiptHandleInvalid(text)
+        version, incarnation, partition, offset, epoch = _PAYLOAD.unpack(payload)
+        if version != _VERSION:
+            raise ReceiptHandleInvalid(text)
+        return ReceiptHandle(incarnation, partition, offset, epoch)
+
+    def _mac(self, payload: bytes) -> bytes:
+        return hmac.new(self._secret, payload, hashlib.sha256).digest()[:_MAC_BYTES]

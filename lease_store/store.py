@@ -1,0 +1,390 @@
+"""The lease store: per-message lease facts of every queue partition, on a `KeyValueStore`.
+
+Key layout (all integers big-endian, so byte order is numeric order):
+
+    F <partition key> <offset:8>                 -> LeaseFact
+    V <partition key> <visible_at_ms:8> <offset:8> -> receive_count:4  (the visibility index)
+    M <partition key> <offset:8>                 -> StoredMessage
+    S <partition key>                            -> PartitionState
+
+where <partition key> is the queue incarnation id (16 bytes) and the Kafka partition (4).
+
+The visibility index makes "next visible messages" a range scan from the start of the
+partition up to now, and "leases and delays that end next" the first entry after now. The
+Approximate* counters are exact: each write adjusts them in the same batch, and a sweep moves
+entries whose `visible_at_ms` passed since the last sweep (`swept_until_ms`) into the visible
+count. Only the newly due entries are read, so no operation scans the backlog.
+
+The applied Kafka offset of each partition is written in the same batch as the facts it
+produced: after a crash, ingestion resumes at `applied_offset + 1` with nothing doubled.
+Every call takes `now_ms` from the caller's injected clock; this module never reads time.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from lease_store import state
+from lease_store.errors import MessageNotAvailable
+from lease_store.kv import KeyValueStore, WriteBatch
+from lease_store.records import LeaseFact, StoredMessage
+from lease_store.state import MessageState
+
+_U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_STATE = struct.Struct(">qqqqqq")
+_MAX_TIME = (1 << 62) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionKey:
+    incarnation: bytes  # 16 bytes
+    partition: int
+
+    @property
+    def prefix(self) -> bytes:
+        return self.incarnation + _U32.pack(self.partition)
+
+
+@dataclass(slots=True)
+class PartitionState:
+    applied_offset: int = -1
+    swept_until_ms: int = 0
+    visible: int = 0
+    in_flight: int = 0
+    delayed: int = 0
+    purged_before_offset: int = 0
+
+    def encode(self) -> bytes:
+        return _STATE.pack(
+            self.applied_offset,
+            self.swept_until_ms,
+            self.visible,
+            self.in_flight,
+            self.delayed,
+            self.purged_before_offset,
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> PartitionState:
+        return cls(*_STATE.unpack(raw))
+
+    def count(self, category: MessageState, delta: int) -> None:
+        if category is MessageState.VISIBLE:
+            self.visible += delta
+        elif category is MessageState.IN_FLIGHT:
+            self.in_flight += delta
+        else:
+            self.delayed += delta
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    visible: int = 0
+    in_flight: int = 0
+    delayed: int = 0
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            self.visible + other.visible,
+            self.in_flight + other.in_flight,
+            self.delayed + other.delayed,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A message taken by a receive: its offset, its lease after the receive, its content."""
+
+    offset: int
+    fact: LeaseFact
+    message: StoredMessage
+
+
+@dataclass(slots=True)
+class ReceiveOutcome:
+    delivered: list[Delivery] = field(default_factory=list)
+    # Messages that would pass maxReceiveCount: held back (not counted as received) until the
+    # caller has moved them to the dead-letter queue and calls `remove`.
+    dead_letter: list[Delivery] = field(default_factory=list)
+    expired: int = 0
+
+
+def _fact_key(pk: PartitionKey, offset: int) -> bytes:
+    return b"F" + pk.prefix + _I64.pack(offset)
+
+
+def _message_key(pk: PartitionKey, offset: int) -> bytes:
+    return b"M" + pk.prefix + _I64.pack(offset)
+
+
+def _index_key(pk: PartitionKey, visible_at_ms: int, offset: int) -> bytes:
+    return b"V" + pk.prefix + _I64.pack(max(visible_at_ms, 0)) + _I64.pack(offset)
+
+
+def _state_key(pk: PartitionKey) -> bytes:
+    return b"S" + pk.prefix
+
+
+class LeaseStore:
+    """Lease facts of many queue partitions. Not thread-safe: one writer (the event loop)."""
+
+    def __init__(self, kv: KeyValueStore) -> None:
+        self._kv = kv
+        self._states: dict[PartitionKey, PartitionState] = {}
+
+    def close(self) -> None:
+        self._kv.close()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def applied_offset(self, pk: PartitionKey) -> int:
+        """The last Kafka offset whose record is reflected here, or -1."""
+        return self._state(pk).applied_offset
+
+    def counts(self, pk: PartitionKey, now_ms: int) -> Counts:
+        """Exact numbers of visible, in-flight and delayed messages at `now_ms`."""
+        st = self._state(pk)
+        if self._needs_sweep(st, now_ms):
+            batch = WriteBatch()
+            self._sweep(pk, st, now_ms, batch)
+            self._commit(pk, st, batch)
+        return Counts(st.visible, st.in_flight, st.delayed)
+
+    def next_visible_at_ms(self, pk: PartitionKey, now_ms: int) -> int | None:
+        """When the next lease or delay of this partition ends after `now_ms`, if any."""
+        start = b"V" + pk.prefix + _I64.pack(now_ms + 1)
+        end = b"V" + pk.prefix + _I64.pack(_MAX_TIME)
+        first = self._kv.scan(start, end, limit=1)
+        if not first:
+            return None
+        key = first[0][0]
+        (visible_at_ms,) = _I64.unpack_from(key, 1 + len(pk.prefix))
+        return int(visible_at_ms)
+
+    def has_visible(self, pk: PartitionKey, now_ms: int) -> bool:
+        return bool(self._visible_index(pk, now_ms, limit=1))
+
+    def fact(self, pk: PartitionKey, offset: int) -> LeaseFact | None:
+        raw = self._kv.get(_fact_key(pk, offset))
+        return LeaseFact.decode(raw) if raw is not None else None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def ingest(self, pk: PartitionKey, records: list[tuple[int, StoredMessage]]) -> int:
+        """Add newly read log records; returns how many were new.
+
+        Offsets at or below the applied offset (a replay after a crash) or below the purge
+        watermark are skipped, so ingesting is idempotent.
+        """
+        st = self._state(pk)
+        batch = WriteBatch()
+        added = 0
+        for offset, message in records:
+            if offset <= st.applied_offset:
+                continue
+            st.applied_offset = offset
+            if offset < st.purged_before_offset:
+                continue
+            fact = state.new_fact(message.sent_ms, message.delay_s * 1000)
+            self._put_fact(pk, st, offset, fact, batch)
+            batch.put(_message_key(pk, offset), message.encode())
+            added += 1
+        if records:
+            self._commit(pk, st, batch)
+        return added
+
+    def receive(
+        self,
+        pk: PartitionKey,
+        now_ms: int,
+        max_messages: int,
+        visibility_ms: int,
+        retention_ms: int,
+        max_receive_count: int | None = None,
+        dead_letter_hold_ms: int = 30_000,
+    ) -> ReceiveOutcome:
+        """Lease up to `max_messages` visible messages, oldest-visible first."""
+        st = self._state(pk)
+        batch = WriteBatch()
+        self._sweep(pk, st, now_ms, batch)
+        outcome = ReceiveOutcome()
+        # With a visibility timeout of 0 a leased message stays in the visible range, so
+        # offsets already taken by this call are skipped rather than taken twice.
+        seen: set[int] = set()
+        while len(outcome.delivered) + len(outcome.dead_letter) < max_messages:
+            wanted = max_messages - len(outcome.delivered) - len(outcome.dead_letter)
+            scanned = self._visible_index(pk, now_ms, limit=wanted + len(seen))
+            candidates = [offset for offset in scanned if offset not in seen][:wanted]
+            if not candidates:
+                break
+            seen.update(candidates)
+            for offset in candidates:
+                fact = self._require_fact(pk, offset)
+                message = self._message(pk, offset)
+                if state.is_expired(fact, now_ms, retention_ms):
+                    self._drop(pk, st, offset, fact, batch)
+                    outcome.expired += 1
+                elif state.exceeds_max_receives(fact, max_receive_count):
+                    held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
+                    self._replace_fact(pk, st, offset, fact, held, batch)
+                    outcome.dead_letter.append(Delivery(offset, held, message))
+                else:
+                    leased = state.receive(fact, now_ms, visibility_ms)
+                    self._replace_fact(pk, st, offset, fact, leased, batch)
+                    outcome.delivered.append(Delivery(offset, leased, message))
+            # The batch is applied per round so the next index scan sees the moved entries.
+            self._commit(pk, st, batch)
+            batch = WriteBatch()
+        self._commit(pk, st, batch)
+        return outcome
+
+    def remove(self, pk: PartitionKey, offset: int, now_ms: int) -> bool:
+        """Delete a message's state (DeleteMessage, or after a dead-letter move).
+
+        Returns False when it was already gone. The write is synced: a deletion that was
+        acknowledged must survive a crash, or the message would be delivered again.
+        """
+        st = self._state(pk)
+        batch = WriteBatch()
+        self._sweep(pk, st, now_ms, batch)
+        fact = self.fact(pk, offset)
+        if fact is None:
+            return False
+        self._drop(pk, st, offset, fact, batch)
+        self._commit(pk, st, batch, sync=True)
+        return True
+
+    def change_visibility(
+        self, pk: PartitionKey, offset: int, epoch: int, now_ms: int, visibility_ms: int
+    ) -> LeaseFact:
+        """Restart a lease (ChangeMessageVisibility); raises the `state` module's errors."""
+        st = self._state(pk)
+        batch = WriteBatch()
+        self._sweep(pk, st, now_ms, batch)
+        fact = self.fact(pk, offset)
+        if fact is None:
+            raise MessageNotAvailable("message was deleted")
+        changed = state.change_visibility(fact, epoch, now_ms, visibility_ms)
+        self._replace_fact(pk, st, offset, fact, changed, batch)
+        self._commit(pk, st, batch, sync=True)
+        return changed
+
+    def message(self, pk: PartitionKey, offset: int) -> StoredMessage | None:
+        raw = self._kv.get(_message_key(pk, offset))
+        return StoredMessage.decode(raw) if raw is not None else None
+
+    def purge(self, pk: PartitionKey, before_offset: int, now_ms: int) -> int:
+        """Drop every message below `before_offset` and refuse to ingest them again."""
+        st = self._state(pk)
+        batch = WriteBatch()
+        self._sweep(pk, st, now_ms, batch)
+        dropped = 0
+        start, end = b"F" + pk.prefix, _fact_key(pk, before_offset)
+        while rows := self._kv.scan(start, end, limit=1000):
+            for key, raw in rows:
+                (offset,) = _I64.unpack_from(key, 1 + len(pk.prefix))
+                self._drop(pk, st, offset, LeaseFact.decode(raw), batch)
+                dropped += 1
+            self._commit(pk, st, batch)
+            batch = WriteBatch()
+        st.purged_before_offset = max(st.purged_before_offset, before_offset)
+        self._commit(pk, st, batch, sync=True)
+        return dropped
+
+    def drop_partition(self, pk: PartitionKey) -> None:
+        """Forget everything about a partition (its queue was deleted)."""
+        for tag in (b"F", b"V", b"M"):
+            start = tag + pk.prefix
+            end = tag + pk.prefix + b"\xff" * 16
+            while rows := self._kv.scan(start, end, limit=1000):
+                batch = WriteBatch()
+                for key, _ in rows:
+                    batch.delete(key)
+                self._kv.write(batch)
+        batch = WriteBatch()
+        batch.delete(_state_key(pk))
+        self._kv.write(batch, sync=True)
+        self._states.pop(pk, None)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _state(self, pk: PartitionKey) -> PartitionState:
+        st = self._states.get(pk)
+        if st is None:
+            raw = self._kv.get(_state_key(pk))
+            st = PartitionState.decode(raw) if raw is not None else PartitionState()
+            self._states[pk] = st
+        return st
+
+    def _commit(
+        self, pk: PartitionKey, st: PartitionState, batch: WriteBatch, sync: bool = False
+    ) -> None:
+        if batch or sync:
+            batch.put(_state_key(pk), st.encode())
+            self._kv.write(batch, sync=sync)
+
+    @staticmethod
+    def _needs_sweep(st: PartitionState, now_ms: int) -> bool:
+        return now_ms > st.swept_until_ms
+
+    def _sweep(self, pk: PartitionKey, st: PartitionState, now_ms: int, batch: WriteBatch) -> None:
+        """Count entries whose `visible_at_ms` passed since the last sweep as visible."""
+        if not self._needs_sweep(st, now_ms):
+            return
+        start = b"V" + pk.prefix + _I64.pack(st.swept_until_ms + 1)
+        end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
+        for _, raw in self._kv.scan(start, end):
+            (receive_count,) = _I32.unpack(raw)
+            st.count(MessageState.IN_FLIGHT if receive_count else MessageState.DELAYED, -1)
+            st.visible += 1
+        st.swept_until_ms = now_ms
+        batch.put(_state_key(pk), st.encode())
+
+    def _visible_index(self, pk: PartitionKey, now_ms: int, limit: int) -> list[int]:
+        start = b"V" + pk.prefix
+        end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
+        offset_at = 1 + len(pk.prefix) + 8
+        return [_I64.unpack_from(k, offset_at)[0] for k, _ in self._kv.scan(start, end, limit)]
+
+    def _require_fact(self, pk: PartitionKey, offset: int) -> LeaseFact:
+        fact = self.fact(pk, offset)
+        if fact is None:
+            raise RuntimeError(f"visibility index names offset {offset} without a lease fact")
+        return fact
+
+    def _message(self, pk: PartitionKey, offset: int) -> StoredMessage:
+        message = self.message(pk, offset)
+        if message is None:
+            raise RuntimeError(f"lease fact for offset {offset} has no stored message")
+        return message
+
+    def _put_fact(
+        self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: WriteBatch
+    ) -> None:
+        batch.put(_fact_key(pk, offset), fact.encode())
+        batch.put(_index_key(pk, fact.visible_at_ms, offset), _I32.pack(fact.receive_count))
+        st.count(state.state_at(fact, st.swept_until_ms), +1)
+
+    def _replace_fact(
+        self,
+        pk: PartitionKey,
+        st: PartitionState,
+        offset: int,
+        old: LeaseFact,
+        new: LeaseFact,
+        batch: WriteBatch,
+    ) -> None:
+        batch.delete(_index_key(pk, old.visible_at_ms, offset))
+        st.count(state.state_at(old, st.swept_until_ms), -1)
+        self._put_fact(pk, st, offset, new, batch)
+
+    def _drop(
+        self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: WriteBatch
+    ) -> None:
+        batch.delete(_fact_key(pk, offset))
+        batch.delete(_message_key(pk, offset))
+        batch.delete(_index_key(pk, fact.visible_at_ms, offset))
+        st.count(state.state_at(fact, st.swept_until_ms), -1)

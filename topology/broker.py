@@ -1,0 +1,860 @@
+"""A real, single-node Apache Kafka broker for development and tests, without Docker.
+
+kqs stores every queue in Kafka, so anyone who wants to run or test it needs a broker.
+Docker is not always available (CI sandboxes, developer laptops with policies), and the
+Kafka download site is not a package registry. Maven Central is, and it carries every jar
+a broker needs. So this module:
+
+* ``fetch`` resolves ``org.apache.kafka:kafka_2.13`` plus an SLF4J -> log4j2 binding with
+  Maven into a per-user cache (once; later calls return immediately);
+* ``start`` formats a KRaft data directory on first use and launches ``kafka.Kafka`` as a
+  detached JVM (combined broker + controller, node id 1), then waits until the broker
+  answers metadata requests;
+* ``stop`` / ``status`` find that JVM again through a pid file in the data directory, so
+  they work from a different process (``kqs kafka stop`` after ``kqs kafka start``);
+* ``EmbeddedBroker`` ties start/stop to a ``with`` block for ``kqs serve`` and tests.
+
+Everything about a running broker lives in its data directory::
+
+    <data_dir>/server.properties   generated broker config (rewritten on every start)
+    <data_dir>/log4j2.xml          generated logging config: INFO to broker.log, not console
+    <data_dir>/broker.json         host and ports, so status/stop know the bootstrap address
+    <data_dir>/broker.pid          pid of the JVM while it runs
+    <data_dir>/broker.log          the broker's own log
+    <data_dir>/broker.out          JVM stdout/stderr (crashes before logging starts land here)
+    <data_dir>/kraft-logs/         Kafka's log.dirs (topic data and the KRaft metadata log)
+
+All functions are blocking; async callers should run them in an executor.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import types
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape as xml_escape
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+logger = logging.getLogger("kqs.broker")
+
+# 4.4.0 is listed on Maven Central but its kafka-tools-api artifact is not published there,
+# so it cannot be resolved; 4.3.1 is the newest 4.x release whose full runtime closure is.
+KAFKA_VERSION = "4.3.1"
+SCALA_BINARY_VERSION = "2.13"
+# Must match the log4j-core that kafka-server itself depends on, otherwise Maven's
+# nearest-wins rule could pair an slf4j2 binding with a different log4j-core.
+LOG4J_VERSION = "2.25.4"
+# Kafka's published pom still pins slf4j-api 1.7.36; the 2.x API is binary compatible with
+# callers compiled against 1.7 and is what log4j-slf4j2-impl binds to.
+SLF4J_VERSION = "2.0.17"
+# Maven 3.8 defaults to maven-dependency-plugin 2.8 (2013); pin a current one.
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+MIN_JAVA_MAJOR = 17  # Kafka 4.x brokers require Java 17+
+
+DEFAULT_PORT = 9092
+DEFAULT_CONTROLLER_PORT = 9093
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_HEAP = "512m"
+DEFAULT_READY_TIMEOUT = 60.0
+DEFAULT_STOP_TIMEOUT = 30.0
+FETCH_TIMEOUT = 30 * 60.0
+
+_NODE_ID = 1
+_MARKER = ".kqs-complete"
+_PID_FILE = "broker.pid"
+_STATE_FILE = "broker.json"
+_CONFIG_FILE = "server.properties"
+_LOG4J_FILE = "log4j2.xml"
+_LOG_FILE = "broker.log"
+_OUT_FILE = "broker.out"
+_LOG_DIRS = "kraft-logs"
+_LOCK_FILE = ".broker.lock"
+
+# Popen objects of brokers launched by this process. Keeping them lets stop() reap the
+# child (no zombie) and stops Popen.__del__ from warning that the child is still running.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class BrokerError(RuntimeError):
+    """A broker could not be fetched, started or stopped; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A running broker. ``started`` is False when ``start`` found one already running."""
+
+    pid: int
+    host: str
+    port: int
+    controller_port: int
+    data_dir: Path
+    started: bool
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir / _LOG_FILE
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    """What the data directory says about its broker. ``bootstrap`` is None if never started."""
+
+    running: bool
+    pid: int | None
+    bootstrap: str | None
+    data_dir: Path
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir / _LOG_FILE
+
+
+# --------------------------------------------------------------------------- fetch
+
+
+def default_cache_dir() -> Path:
+    """``$KQS_CACHE_DIR`` or ``~/.cache/kqs``: outside the repo, shared by all checkouts."""
+    env = os.environ.get("KQS_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "kqs"
+
+
+def kafka_home(cache_dir: Path | None = None) -> Path:
+    """Where ``fetch`` puts (or put) the pinned Kafka version; its jars are in ``libs/``."""
+    return (cache_dir or default_cache_dir()).expanduser().resolve() / f"kafka-{KAFKA_VERSION}"
+
+
+def is_fetched(cache_dir: Path | None = None) -> bool:
+    return (kafka_home(cache_dir) / _MARKER).is_file()
+
+
+def fetch(cache_dir: Path | None = None) -> Path:
+    """Make sure the Kafka jars are in the cache and return the Kafka home directory.
+
+    Only the first call downloads (through Maven, from Maven Central). The jars are copied
+    into a scratch directory that is renamed into place only once complete, so an
+    interrupted fetch is never mistaken for a finished one.
+    """
+    home = kafka_home(cache_dir)
+    if (home / _MARKER).is_file():
+        return home
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(home.parent / f"kafka-{KAFKA_VERSION}.lock"):
+        if (home / _MARKER).is_file():  # another process finished while we waited
+            return home
+        _download(home)
+    return home
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    # Two `kqs` processes fetching at once would otherwise race on the same directories.
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _download(home: Path) -> None:
+    mvn = _require_tool(
+        "mvn",
+        "Apache Maven ('mvn') is needed once to download the Kafka jars from Maven Central; "
+        "install it (e.g. `apt-get install maven`) and retry",
+    )
+    _require_java()
+    # Leftovers of an interrupted fetch; safe to delete because we hold the lock.
+    for stale in home.parent.glob(f"{home.name}.partial-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    if home.exists():  # a directory without the marker is not trustworthy
+        shutil.rmtree(home)
+
+    scratch = home.parent / f"{home.name}.partial-{os.getpid()}"
+    scratch.mkdir()
+    mvn_log = home.parent / f"{home.name}-fetch.log"
+    logger.info(
+        "resolving kafka %s jars from Maven Central into %s (first time only)",
+        KAFKA_VERSION,
+        home,
+    )
+    began = time.monotonic()
+    try:
+        (scratch / "pom.xml").write_text(_fetch_pom(), encoding="utf-8")
+        _run_maven(mvn, scratch, mvn_log)
+        jars = _check_libs(scratch / "libs")
+        (scratch / _MARKER).write_text(
+            json.dumps({"kafka_version": KAFKA_VERSION, "jars": jars}, indent=2) + "\n",
+            encoding="utf-8",
+        )
+        os.rename(scratch, home)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    logger.info(
+        "kafka %s jars ready jars=%d elapsed=%.1fs home=%s",
+        KAFKA_VERSION,
+        len(jars),
+        time.monotonic() - began,
+        home,
+    )
+
+
+def _fetch_pom() -> str:
+    kafka_artifact = f"kafka_{SCALA_BINARY_VERSION}"
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- Generated by kqs (topology/broker.py): only used to resolve the broker's jars. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kqs.local</groupId>
+  <artifactId>kafka-broker-libs</artifactId>
+  <version>{KAFKA_VERSION}</version>
+  <packaging>pom</packaging>
+  <dependencyManagement>
+    <dependencies>
+      <dependency>
+        <groupId>org.slf4j</groupId>
+        <artifactId>slf4j-api</artifactId>
+        <version>{SLF4J_VERSION}</version>
+      </dependency>
+      <dependency>
+        <groupId>org.apache.logging.log4j</groupId>
+        <artifactId>log4j-api</artifactId>
+        <version>{LOG4J_VERSION}</version>
+      </dependency>
+    </dependencies>
+  </dependencyManagement>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>{kafka_artifact}</artifactId>
+      <version>{KAFKA_VERSION}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j2-impl</artifactId>
+      <version>{LOG4J_VERSION}</version>
+      <scope>runtime</scope>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-core</artifactId>
+      <version>{LOG4J_VERSION}</version>
+      <scope>runtime</scope>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+def _run_maven(mvn: str, project: Path, mvn_log: Path) -> None:
+    cmd = [
+        mvn,
+        "-B",
+        "-q",
+        "-f",
+        str(project / "pom.xml"),
+        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+        f"-DoutputDirectory={project / 'libs'}",
+        "-DincludeScope=runtime",
+    ]
+    logger.debug("running maven cmd=%s", cmd)
+    try:
+        with mvn_log.open("wb") as out:
+            result = subprocess.run(
+                cmd,
+                cwd=project,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=FETCH_TIMEOUT,
+                check=False,
+            )
+    except subprocess.TimeoutExpired as exc:
+        raise BrokerError(
+            f"maven did not finish resolving the Kafka jars within {FETCH_TIMEOUT:.0f}s; "
+            f"check network access to Maven Central and see {mvn_log}"
+        ) from exc
+    if result.returncode != 0:
+        hint = _last_line_matching(mvn_log, r"\[ERROR\]") or f"exit code {result.returncode}"
+        raise BrokerError(
+            f"maven failed to resolve the Kafka {KAFKA_VERSION} jars ({hint.strip()}); "
+            f"check network access to Maven Central and see {mvn_log}"
+        )
+
+
+def _check_libs(libs: Path) -> list[str]:
+    jars = sorted(p.name for p in libs.glob("*.jar"))
+    expected = [
+        f"kafka_{SCALA_BINARY_VERSION}-{KAFKA_VERSION}.jar",
+        f"log4j-slf4j2-impl-{LOG4J_VERSION}.jar",
+        f"log4j-core-{LOG4J_VERSION}.jar",
+    ]
+    missing = [name for name in expected if name not in jars]
+    if missing:
+        raise BrokerError(f"maven finished but {libs} lacks {', '.join(missing)}; retry the fetch")
+    return jars
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _require_tool(name: str, advice: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise BrokerError(f"'{name}' not found on PATH: {advice}")
+    return path
+
+
+def _require_java() -> str:
+    java = _require_tool(
+        "java",
+        f"install a Java {MIN_JAVA_MAJOR}+ runtime (e.g. `apt-get install openjdk-17-jre-headless`)",
+    )
+    result = subprocess.run(
+        [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
+    if match is not None:
+        major = int(match.group(1))
+        if major == 1 and match.group(2):  # "1.8.0_392" style
+            major = int(match.group(2))
+        if major < MIN_JAVA_MAJOR:
+            raise BrokerError(
+                f"{java} is Java {major}, but Kafka {KAFKA_VERSION} needs Java "
+                f"{MIN_JAVA_MAJOR}+; install a newer JDK or put it first on PATH"
+            )
+    return java
+
+
+# --------------------------------------------------------------------------- start
+
+
+def start(
+    data_dir: Path,
+    port: int = DEFAULT_PORT,
+    controller_port: int = DEFAULT_CONTROLLER_PORT,
+    host: str = DEFAULT_HOST,
+    *,
+    flush_every_message: bool = True,
+    heap: str = DEFAULT_HEAP,
+    cache_dir: Path | None = None,
+    ready_timeout: float = DEFAULT_READY_TIMEOUT,
+) -> BrokerInfo:
+    """Start (or find already running) the single-node KRaft broker of ``data_dir``.
+
+    Fetches the jars if needed, formats storage on first use, launches a detached JVM and
+    returns once the broker answers metadata requests. ``flush_every_message`` fsyncs every
+    appended record before it is acknowledged: with one node there is no replica to fall
+    back on, so without it an acknowledged message could be lost by a machine crash.
+    """
+    data_dir = Path(data_dir).expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # Two concurrent starts of one data dir would both format and launch; the loser of the
+    # lock finds the winner's broker running instead.
+    with _file_lock(data_dir / _LOCK_FILE):
+        running = _running_pid(data_dir)
+        if running is not None:
+            return _already_running(data_dir, running, host, port, controller_port, ready_timeout)
+        _pid_file(data_dir).unlink(missing_ok=True)  # stale: its process is gone
+        for p in (port, controller_port):
+            _ensure_port_free(host, p)
+        home = fetch(cache_dir)
+        java = _require_java()
+        _write_state(data_dir, host, port, controller_port)
+        config = _write_server_properties(
+            data_dir, host, port, controller_port, flush_every_message
+        )
+        _write_log4j_config(data_dir)
+        base_cmd = _java_command(java, home, data_dir, heap)
+        _format_storage_once(base_cmd, data_dir, config)
+        info = _launch_and_wait(
+            base_cmd, data_dir, config, host, port, controller_port, ready_timeout
+        )
+    return info
+
+
+def _launch_and_wait(
+    base_cmd: Sequence[str],
+    data_dir: Path,
+    config: Path,
+    host: str,
+    port: int,
+    controller_port: int,
+    ready_timeout: float,
+) -> BrokerInfo:
+    began = time.monotonic()
+    proc = _launch(base_cmd, data_dir, config)
+    info = BrokerInfo(proc.pid, host, port, controller_port, data_dir, started=True)
+    logger.info(
+        "broker launched pid=%d bootstrap=%s log=%s", proc.pid, info.bootstrap, info.log_file
+    )
+    try:
+        _wait_until_ready(proc.pid, info, ready_timeout)
+    except BaseException:
+        # A half-started broker would hold the ports and the pid file; don't leave it behind.
+        stop(data_dir, timeout=10)
+        raise
+    logger.info(
+        "broker ready pid=%d bootstrap=%s elapsed=%.1fs",
+        proc.pid,
+        info.bootstrap,
+        time.monotonic() - began,
+    )
+    return info
+
+
+def _already_running(
+    data_dir: Path, pid: int, host: str, port: int, controller_port: int, ready_timeout: float
+) -> BrokerInfo:
+    state = _read_state(data_dir)
+    actual = (
+        str(state.get("host", host)),
+        int(state.get("port", port)),
+        int(state.get("controller_port", controller_port)),
+    )
+    if actual != (host, port, controller_port):
+        logger.warning(
+            "broker already running with other settings pid=%d running=%s:%d/%d requested=%s:%d/%d",
+            pid,
+            *actual,
+            host,
+            port,
+            controller_port,
+        )
+    info = BrokerInfo(pid, actual[0], actual[1], actual[2], data_dir, started=False)
+    logger.info("broker already running pid=%d bootstrap=%s", pid, info.bootstrap)
+    # It may have been launched a moment ago by another process and still be starting up;
+    # it is not ours to stop if it never gets ready.
+    _wait_until_ready(pid, info, ready_timeout)
+    return info
+
+
+def _ensure_port_free(host: str, port: int) -> None:
+    # SO_REUSEADDR mirrors what the JVM does, so a socket lingering in TIME_WAIT doesn't
+    # count as "in use" but a live listener does.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise BrokerError(
+                f"port {port} on {host} is already in use ({exc.strerror}); stop whatever "
+                f"listens there or choose other ports (--port / --controller-port)"
+            ) from exc
+
+
+def _write_state(data_dir: Path, host: str, port: int, controller_port: int) -> None:
+    state = {
+        "host": host,
+        "port": port,
+        "controller_port": controller_port,
+        "kafka_version": KAFKA_VERSION,
+    }
+    _atomic_write(data_dir / _STATE_FILE, json.dumps(state, indent=2) + "\n")
+
+
+def _read_state(data_dir: Path) -> dict[str, Any]:
+    try:
+        loaded = json.loads((data_dir / _STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _write_server_properties(
+    data_dir: Path, host: str, port: int, controller_port: int, flush_every_message: bool
+) -> Path:
+    props: dict[str, str | int] = {
+        # Combined mode: one JVM is both the KRaft controller and the broker.
+        "process.roles": "broker,controller",
+        "node.id": _NODE_ID,
+        # A static voter set (rather than 4.x's dynamic controller.quorum.bootstrap.servers)
+        # lets a later start use a different controller port without re-formatting.
+        "controller.quorum.voters": f"{_NODE_ID}@{host}:{controller_port}",
+        "controller.listener.names": "CONTROLLER",
+        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data_dir / _LOG_DIRS),
+        # Internal topics default to 3 replicas, which one node can never satisfy.
+        "offsets.topic.replication.factor": 1,
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "share.coordinator.state.topic.replication.factor": 1,
+        "share.coordinator.state.topic.min.isr": 1,
+        "min.insync.replicas": 1,
+        "default.replication.factor": 1,
+        "num.partitions": 1,
+        # kqs creates its topics explicitly; a typo must not silently create a topic.
+        "auto.create.topics.enable": "false",
+        # Nobody else will join, so don't make the first consumer wait 3 s for them.
+        "group.initial.rebalance.delay.ms": 0,
+    }
+    if flush_every_message:
+        props["log.flush.interval.messages"] = 1
+    lines = ["# Generated by kqs (topology/broker.py) on every start; edits are overwritten."]
+    lines += [f"{key}={_escape_property(str(value))}" for key, value in props.items()]
+    path = data_dir / _CONFIG_FILE
+    _atomic_write(path, "\n".join(lines) + "\n")
+    return path
+
+
+def _escape_property(value: str) -> str:
+    # java.util.Properties treats backslash as an escape character.
+    return value.replace("\\", "\\\\")
+
+
+def _write_log4j_config(data_dir: Path) -> None:
+    log_file = xml_escape(str(data_dir / _LOG_FILE), {'"': "&quot;"})
+    # Everything goes to one size-capped file; the console (broker.out) stays quiet so
+    # that it only shows JVM-level failures.
+    xml = f"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- Generated by kqs (topology/broker.py) on every start; edits are overwritten. -->
+<Configuration status="warn">
+  <Appenders>
+    <RollingFile name="broker" fileName="{log_file}" filePattern="{log_file}.%i">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+      <Policies>
+        <SizeBasedTriggeringPolicy size="50 MB"/>
+      </Policies>
+      <DefaultRolloverStrategy max="3"/>
+    </RollingFile>
+  </Appenders>
+  <Loggers>
+    <Root level="INFO">
+      <AppenderRef ref="broker"/>
+    </Root>
+    <!-- Per-request lines would dwarf everything else at INFO. -->
+    <Logger name="kafka.request.logger" level="WARN"/>
+  </Loggers>
+</Configuration>
+"""
+    _atomic_write(data_dir / _LOG4J_FILE, xml)
+
+
+def _java_command(java: str, home: Path, data_dir: Path, heap: str) -> list[str]:
+    return [
+        java,
+        "-Xms128m",
+        f"-Xmx{heap}",
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={data_dir / _LOG4J_FILE}",
+        f"-Dkafka.logs.dir={data_dir}",
+        "-cp",
+        str(home / "libs" / "*"),  # expanded by the JVM, not by a shell
+    ]
+
+
+def _format_storage_once(base_cmd: Sequence[str], data_dir: Path, config: Path) -> None:
+    if (data_dir / _LOG_DIRS / "meta.properties").is_file():
+        return
+    cluster_id = new_cluster_id()
+    cmd = [*base_cmd, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)]
+    logger.info("formatting kraft storage cluster_id=%s dir=%s", cluster_id, data_dir / _LOG_DIRS)
+    result = subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False
+    )
+    if result.returncode != 0:
+        output = " ".join((result.stdout + result.stderr).split())[-500:]
+        raise BrokerError(f"formatting Kafka storage in {data_dir / _LOG_DIRS} failed: {output}")
+    logger.debug("storage tool output: %s", result.stdout.strip())
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, base64url without padding (like Uuid.randomUuid).
+
+    Like Kafka, reject ids starting with '-': the tools' argument parser would read one as
+    an option.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode("ascii")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def _launch(base_cmd: Sequence[str], data_dir: Path, config: Path) -> subprocess.Popen[bytes]:
+    with (data_dir / _OUT_FILE).open("ab") as out:
+        # A new session detaches the JVM from our terminal: Ctrl-C on `kqs` must not kill
+        # it, and it keeps running after `kqs kafka start` exits.
+        proc = subprocess.Popen(
+            [*base_cmd, "kafka.Kafka", str(config)],
+            cwd=data_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    _CHILDREN[proc.pid] = proc
+    _atomic_write(_pid_file(data_dir), f"{proc.pid}\n")
+    return proc
+
+
+def _wait_until_ready(pid: int, info: BrokerInfo, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    # TCP first: librdkafka logs every refused connection to stderr, so only bring in the
+    # admin client once something listens.
+    while not _port_accepts(info.host, info.port):
+        _check_alive(pid, info)
+        if time.monotonic() > deadline:
+            _timed_out(info, timeout)
+        time.sleep(0.2)
+
+    # The listener opens before the broker has caught up with the metadata log and been
+    # unfenced; only then does it list itself in metadata responses.
+    admin = AdminClient({"bootstrap.servers": info.bootstrap, "socket.timeout.ms": 5000})
+    while True:
+        _check_alive(pid, info)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            _timed_out(info, timeout)
+        try:
+            metadata = admin.list_topics(timeout=min(2.0, remaining))
+        except KafkaException as exc:
+            logger.debug("broker not ready yet: %s", exc)
+            continue
+        if metadata.brokers:
+            return
+        time.sleep(0.2)
+
+
+def _port_accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _check_alive(pid: int, info: BrokerInfo) -> None:
+    if _pid_alive(pid):
+        return
+    child = _CHILDREN.pop(pid, None)  # only our own child's exit code is knowable
+    exited = "exited" if child is None else f"exited with code {child.returncode}"
+    _pid_file(info.data_dir).unlink(missing_ok=True)
+    detail = _last_line_matching(info.log_file, r"\b(ERROR|FATAL)\b") or _last_line_matching(
+        info.data_dir / _OUT_FILE, r"\S"
+    )
+    suffix = f": {detail.strip()}" if detail else ""
+    raise BrokerError(
+        f"kafka broker {exited} during startup; see {info.log_file} "
+        f"and {info.data_dir / _OUT_FILE}{suffix}"
+    )
+
+
+def _timed_out(info: BrokerInfo, timeout: float) -> None:
+    raise BrokerError(
+        f"kafka broker on {info.bootstrap} was not ready after {timeout:.0f}s; see "
+        f"{info.log_file} and {info.data_dir / _OUT_FILE}"
+    )
+
+
+# --------------------------------------------------------------------------- stop/status
+
+
+def stop(data_dir: Path, timeout: float = DEFAULT_STOP_TIMEOUT) -> bool:
+    """Stop the broker of ``data_dir``; True if one was running. No error if none was.
+
+    SIGTERM lets Kafka shut down cleanly (flush, close the metadata log) so the next start
+    needs no log recovery; SIGKILL is the fallback for a broker that hangs.
+    """
+    data_dir = Path(data_dir).expanduser().resolve()
+    pid = _running_pid(data_dir)
+    if pid is None:
+        _pid_file(data_dir).unlink(missing_ok=True)
+        return False
+    logger.info("stopping broker pid=%d", pid)
+    began = time.monotonic()
+    _signal(pid, signal.SIGTERM)
+    if not _wait_for_exit(pid, timeout):
+        logger.warning("broker ignored SIGTERM for %.0fs, killing pid=%d", timeout, pid)
+        _signal(pid, signal.SIGKILL)
+        if not _wait_for_exit(pid, 10.0):
+            raise BrokerError(f"kafka broker pid {pid} survived SIGKILL; check it with `ps`")
+    _CHILDREN.pop(pid, None)
+    _pid_file(data_dir).unlink(missing_ok=True)
+    logger.info("broker stopped pid=%d elapsed=%.1fs", pid, time.monotonic() - began)
+    return True
+
+
+def status(data_dir: Path) -> BrokerStatus:
+    """Whether the broker of ``data_dir`` runs, and where it listens (from broker.json)."""
+    data_dir = Path(data_dir).expanduser().resolve()
+    pid = _running_pid(data_dir)
+    state = _read_state(data_dir)
+    bootstrap = f"{state['host']}:{state['port']}" if "host" in state and "port" in state else None
+    return BrokerStatus(running=pid is not None, pid=pid, bootstrap=bootstrap, data_dir=data_dir)
+
+
+def _pid_file(data_dir: Path) -> Path:
+    return data_dir / _PID_FILE
+
+
+def _running_pid(data_dir: Path) -> int | None:
+    """The pid from the pid file if that process is alive and is this data dir's broker."""
+    try:
+        pid = int(_pid_file(data_dir).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+    if not _pid_alive(pid):
+        return None
+    # After a reboot the pid may belong to an unrelated process; the broker's command line
+    # names its config file, which is unique to the data dir.
+    cmdline = _cmdline(pid)
+    if cmdline is not None and str(data_dir / _CONFIG_FILE) not in cmdline:
+        return None
+    return pid
+
+
+def _pid_alive(pid: int) -> bool:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        return child.poll() is None  # also reaps it, so it can't linger as a zombie
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, but belongs to someone else
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return False
+    # The state letter follows the parenthesised command name, which may contain spaces.
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None  # no /proc (macOS) or gone: fall back to trusting the pid
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _wait_for_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _pid_alive(pid):
+            return True
+        time.sleep(0.1)
+    return not _pid_alive(pid)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _last_line_matching(path: Path, pattern: str) -> str | None:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    regex = re.compile(pattern)
+    return next((line for line in reversed(lines) if regex.search(line)), None)
+
+
+# --------------------------------------------------------------------------- embedded
+
+
+class EmbeddedBroker:
+    """A broker tied to a ``with`` block, e.g. for ``kqs serve`` or a test session.
+
+    On exit it stops the broker only if it launched it: a broker that was already running
+    (say from ``kqs kafka start``) belongs to whoever started it.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int = DEFAULT_PORT,
+        controller_port: int = DEFAULT_CONTROLLER_PORT,
+        host: str = DEFAULT_HOST,
+        *,
+        flush_every_message: bool = True,
+        heap: str = DEFAULT_HEAP,
+        cache_dir: Path | None = None,
+        ready_timeout: float = DEFAULT_READY_TIMEOUT,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port
+        self.controller_port = controller_port
+        self.host = host
+        self.flush_every_message = flush_every_message
+        self.heap = heap
+        self.cache_dir = cache_dir
+        self.ready_timeout = ready_timeout
+        self.stop_timeout = stop_timeout
+        self.info: BrokerInfo | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        if self.info is None:
+            raise BrokerError("EmbeddedBroker.start() has not been called")
+        return self.info.bootstrap
+
+    def start(self) -> BrokerInfo:
+        self.info = start(
+            self.data_dir,
+            self.port,
+            self.controller_port,
+            self.host,
+            flush_every_message=self.flush_every_message,
+            heap=self.heap,
+            cache_dir=self.cache_dir,
+            ready_timeout=self.ready_timeout,
+        )
+        return self.info
+
+    def stop(self) -> None:
+        if self.info is not None and self.info.started:
+            stop(self.data_dir, timeout=self.stop_timeout)
+        self.info = None
+
+    def __enter__(self) -> BrokerInfo:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self.stop()

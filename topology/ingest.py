@@ -1,0 +1,130 @@
+"""Tails the queue topics and hands their records to the lease store.
+
+One consumer thread per gateway, with manual partition assignment: the gateway decides which
+queue partitions it owns and where each resumes (the lease store's applied offset + 1). Records
+are decoded on the thread and handed to the event loop in per-partition batches, so the lease
+store keeps a single writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from lease_store.records import StoredMessage
+from topology.names import INGEST_GROUP
+from topology.producer import coordinates
+from topology.record_format import from_record
+
+log = logging.getLogger("kqs.ingest")
+
+Batch = list[tuple[int, StoredMessage]]
+BatchHandler = Callable[[str, int, Batch], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Assign:
+    topic: str
+    next_offsets: dict[int, int]  # partition -> first offset to read
+
+
+@dataclass(frozen=True, slots=True)
+class _Unassign:
+    topic: str
+    partitions: tuple[int, ...]
+
+
+class IngestConsumer:
+    def __init__(self, bootstrap: str, loop: asyncio.AbstractEventLoop, on_batch: BatchHandler):
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": INGEST_GROUP,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                # The broker answers a fetch as soon as a record arrives; this only bounds how
+                # long a newly assigned partition waits for the next fetch round.
+                "fetch.wait.max.ms": 50,
+            }
+        )
+        self._loop = loop
+        self._on_batch = on_batch
+        self._commands: queue.SimpleQueue[_Assign | _Unassign] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kqs-ingest", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=10)
+        self._consumer.close()
+
+    def assign(self, topic: str, next_offsets: dict[int, int]) -> None:
+        self._commands.put(_Assign(topic, next_offsets))
+
+    def unassign(self, topic: str, partitions: int) -> None:
+        self._commands.put(_Unassign(topic, tuple(range(partitions))))
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._apply_commands()
+            try:
+                messages = self._consumer.consume(num_messages=1000, timeout=0.05)
+            except Exception:  # the thread must survive transient client errors
+                log.exception("ingest consume failed")
+                continue
+            batches: dict[tuple[str, int], Batch] = {}
+            for msg in messages:
+                error = msg.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        log.warning("ingest fetch error", extra={"error": str(error)})
+                    continue
+                topic, partition, offset = coordinates(msg)
+                _, timestamp_ms = msg.timestamp()
+                headers = msg.headers()
+                stored = from_record(
+                    topic,
+                    partition,
+                    offset,
+                    _as_bytes(msg.key()),
+                    _as_bytes(msg.value()),
+                    timestamp_ms,
+                    [(k, _as_bytes(v)) for k, v in headers] if isinstance(headers, list) else [],
+                )
+                batches.setdefault((topic, partition), []).append((offset, stored))
+            for (topic, partition), batch in batches.items():
+                self._loop.call_soon_threadsafe(self._on_batch, topic, partition, batch)
+
+    def _apply_commands(self) -> None:
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(command, _Assign):
+                self._consumer.incremental_assign(
+                    [
+                        TopicPartition(
+                            command.topic, p, offset if offset >= 0 else OFFSET_BEGINNING
+                        )
+                        for p, offset in command.next_offsets.items()
+                    ]
+                )
+            else:
+                self._consumer.incremental_unassign(
+                    [TopicPartition(command.topic, p) for p in command.partitions]
+                )
+
+
+def _as_bytes(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value

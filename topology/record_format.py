@@ -1,0 +1,91 @@
+"""How an SQS message is laid out as a Kafka record on its queue topic.
+
+    key       message id (UTF-8)
+    value     message body (the UTF-8 bytes the client sent)
+    timestamp SentTimestamp (CreateTime, ms)
+    headers   sqs.sender-id, sqs.delay-seconds, sqs.aws-trace-header, sqs.message-group-id,
+              sqs.dead-letter-source-arn, and one `sqs.attr.<Name>` per message attribute whose
+              value is JSON {"DataType": ..., "StringValue": ...} or {..., "BinaryValue": base64}
+
+A Kafka-native consumer therefore reads a queue as an ordinary topic of bodies, and a record
+written by a Kafka-native producer (no headers, maybe no key) is still a valid message: its id
+is derived from its coordinates and it has no attributes. This module is shared with
+`spark_streaming`, which must not import gateway code.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+
+from lease_store.records import AttributeValue, StoredMessage
+
+HEADER_SENDER = "sqs.sender-id"
+HEADER_DELAY = "sqs.delay-seconds"
+HEADER_TRACE = "sqs.aws-trace-header"
+HEADER_GROUP = "sqs.message-group-id"
+HEADER_DLQ_SOURCE = "sqs.dead-letter-source-arn"
+ATTRIBUTE_PREFIX = "sqs.attr."
+
+Headers = list[tuple[str, bytes]]
+
+
+def to_headers(message: StoredMessage) -> Headers:
+    headers: Headers = [(HEADER_SENDER, message.sender_id.encode())]
+    if message.delay_s:
+        headers.append((HEADER_DELAY, str(message.delay_s).encode()))
+    if message.aws_trace_header is not None:
+        headers.append((HEADER_TRACE, message.aws_trace_header.encode()))
+    if message.message_group_id is not None:
+        headers.append((HEADER_GROUP, message.message_group_id.encode()))
+    if message.dead_letter_source_arn is not None:
+        headers.append((HEADER_DLQ_SOURCE, message.dead_letter_source_arn.encode()))
+    for name, value in message.attributes.items():
+        headers.append((ATTRIBUTE_PREFIX + name, json.dumps(value.to_json()).encode()))
+    return headers
+
+
+def from_record(
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    timestamp_ms: int,
+    headers: Sequence[tuple[str, bytes | None]] | None,
+) -> StoredMessage:
+    """Rebuild the message of a queue-topic record, whoever produced it."""
+    fields: dict[str, str] = {}
+    attributes: dict[str, AttributeValue] = {}
+    for name, raw in headers or ():
+        text = (raw or b"").decode("utf-8", errors="replace")
+        if name.startswith(ATTRIBUTE_PREFIX):
+            attribute = _attribute(text)
+            if attribute is not None:
+                attributes[name[len(ATTRIBUTE_PREFIX) :]] = attribute
+        else:
+            fields[name] = text
+    if key:
+        message_id = key.decode("utf-8", errors="replace")
+    else:
+        message_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"kafka:{topic}/{partition}/{offset}"))
+    return StoredMessage(
+        message_id=message_id,
+        body=value or b"",
+        sent_ms=timestamp_ms,
+        delay_s=int(fields.get(HEADER_DELAY, "0")),
+        attributes=attributes,
+        sender_id=fields.get(HEADER_SENDER, ""),
+        aws_trace_header=fields.get(HEADER_TRACE),
+        message_group_id=fields.get(HEADER_GROUP),
+        dead_letter_source_arn=fields.get(HEADER_DLQ_SOURCE),
+    )
+
+
+def _attribute(text: str) -> AttributeValue | None:
+    """Decode an attribute header; a malformed one from a foreign producer is ignored."""
+    try:
+        return AttributeValue.from_json(json.loads(text))
+    except (ValueError, KeyError, TypeError):
+        return None
