@@ -29,6 +29,18 @@ _MAPS = {
     "MessageAttribute": ("MessageAttributes", "Name", "Value"),
     "MessageSystemAttribute": ("MessageSystemAttributes", "Name", "Value"),
 }
+# Actions whose response has no Result element in SQS.
+_NO_RESULT = {
+    "AddPermission",
+    "ChangeMessageVisibility",
+    "DeleteMessage",
+    "DeleteQueue",
+    "PurgeQueue",
+    "RemovePermission",
+    "SetQueueAttributes",
+    "TagQueue",
+    "UntagQueue",
+}
 _ENTRY_LISTS = {
     "SendMessageBatchRequestEntry",
     "DeleteMessageBatchRequestEntry",
@@ -141,8 +153,12 @@ def _members(result: dict[str, Any], successful_item: str) -> str:
 
 def render_result(action: str, result: dict[str, Any], request_id: str) -> str:
     body = _members(result, f"{action}ResultEntry")
-    # Actions without output (DeleteMessage, DeleteQueue...) have no Result element in SQS.
-    result_xml = f"<{action}Result>{body}</{action}Result>" if body else ""
+    if action in _NO_RESULT:
+        result_xml = ""
+    elif body:
+        result_xml = f"<{action}Result>{body}</{action}Result>"
+    else:
+        result_xml = f"<{action}Result/>"  # e.g. an empty receive: clients expect the element
     return (
         f'<?xml version="1.0" encoding="UTF-8"?>\n<{action}Response xmlns="{NAMESPACE}">'
         f"{result_xml}<ResponseMetadata><RequestId>{request_id}</RequestId>"

@@ -12,6 +12,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 import struct
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ from lease_store.errors import ReceiptHandleInvalid
 _VERSION = 1
 _PAYLOAD = struct.Struct(">B16sIqI")
 _MAC_BYTES = 16
+_ENCODED_LENGTH = -(-(_PAYLOAD.size + _MAC_BYTES) * 4 // 3)  # unpadded base64 characters
+_CANONICAL = re.compile(rf"^[A-Za-z0-9_-]{{{_ENCODED_LENGTH}}}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +48,16 @@ class ReceiptHandleCodec:
 
     def decode(self, text: str) -> ReceiptHandle:
         """Parse and authenticate a handle; raises `ReceiptHandleInvalid` on any defect."""
+        if not _CANONICAL.match(text):
+            # base64 decoding is lenient (drops stray characters, ignores pad bits): only the
+            # exact text that was issued is accepted.
+            raise ReceiptHandleInvalid(text)
         try:
             raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         except (binascii.Error, ValueError):
             raise ReceiptHandleInvalid(text) from None
-        if len(raw) != _PAYLOAD.size + _MAC_BYTES:
+        canonical = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+        if len(raw) != _PAYLOAD.size + _MAC_BYTES or canonical != text:
             raise ReceiptHandleInvalid(text)
         payload, mac = raw[: _PAYLOAD.size], raw[_PAYLOAD.size :]
         if not hmac.compare_digest(mac, self._mac(payload)):

@@ -11,11 +11,18 @@ class MemoryKeyValueStore(KeyValueStore):
     def __init__(self) -> None:
         self._values: dict[bytes, bytes] = {}
         self._keys: list[bytes] = []  # sorted, for range scans
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the key-value store is closed")
 
     def get(self, key: bytes) -> bytes | None:
+        self._check_open()
         return self._values.get(key)
 
     def scan(self, start: bytes, end: bytes, limit: int | None = None) -> list[tuple[bytes, bytes]]:
+        self._check_open()
         out: list[tuple[bytes, bytes]] = []
         i = bisect.bisect_left(self._keys, start)
         while i < len(self._keys) and self._keys[i] < end:
@@ -27,6 +34,7 @@ class MemoryKeyValueStore(KeyValueStore):
         return out
 
     def write(self, batch: WriteBatch, *, sync: bool = False) -> None:
+        self._check_open()
         for key, value in batch.ops.items():
             if value is None:
                 if self._values.pop(key, None) is not None:
@@ -39,3 +47,4 @@ class MemoryKeyValueStore(KeyValueStore):
     def close(self) -> None:
         self._values.clear()
         self._keys.clear()
+        self._closed = True

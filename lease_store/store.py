@@ -193,6 +193,8 @@ class LeaseStore:
             batch.put(_message_key(pk, offset), message.encode())
             added += 1
         if records:
+            # Saved even when every record was skipped (purged), so a restart resumes after them.
+            batch.put(_state_key(pk), st.encode())
             self._commit(pk, st, batch)
         return added
 

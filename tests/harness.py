@@ -1,0 +1,192 @@
+"""Real processes and real clients for end-to-end tests.
+
+* a Kafka broker: `KQS_KAFKA_BOOTSTRAP` if set, else a testcontainers Kafka where a Docker
+  engine answers, else the jar broker of `topology.broker` (what CI uses);
+* a gateway: `kqs serve` as its own process, so tests can SIGKILL and restart it;
+* SQS clients: boto3 speaking JSON 1.0, and botocore speaking Query with the last SQS model
+  that used it (botocore 1.34.89), fetched from PyPI once into the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import gzip
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.session
+from botocore.config import Config
+
+from topology import broker
+
+QUERY_BOTOCORE_VERSION = "1.34.89"
+ACCOUNT_ID = "000000000000"
+CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _docker_answers() -> bool:
+    if not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists():
+        return False
+    try:
+        import docker
+
+        with contextlib.closing(docker.from_env(timeout=2)) as client:
+            client.ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "no Docker here"
+        return False
+
+
+@contextlib.contextmanager
+def kafka_for_tests(work_dir: Path) -> Iterator[str]:
+    """Yield a bootstrap address of a real Kafka broker for the test session."""
+    configured = os.environ.get("KQS_KAFKA_BOOTSTRAP")
+    if configured:
+        yield configured
+        return
+    if _docker_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer().with_kraft() as container:
+            yield str(container.get_bootstrap_server())
+        return
+    data_dir = work_dir / "kafka"
+    info = broker.start(data_dir, port=free_port(), controller_port=free_port())
+    try:
+        yield info.bootstrap
+    finally:
+        broker.stop(data_dir)
+
+
+class GatewayProcess:
+    """`kqs serve` in a child process, against an existing Kafka cluster."""
+
+    def __init__(self, data_dir: Path, bootstrap: str, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.bootstrap = bootstrap
+        self.port = port or free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log_path = data_dir / "gateway.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "KQS_KAFKA_BOOTSTRAP": self.bootstrap}
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "gateway.cli",
+                    "serve",
+                    "--port",
+                    str(self.port),
+                    "--data-dir",
+                    str(self.data_dir),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"gateway exited early; see {self.log_path}:\n{self.log_tail()}")
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"{self.endpoint}/health", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            time.sleep(0.1)
+        raise TimeoutError(f"gateway not ready after {timeout_s}s; see {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, no flushes, as in a crash."""
+        assert self._proc is not None
+        self._proc.kill()
+        self._proc.wait(timeout=10)
+
+    def terminate(self, timeout_s: float = 40.0) -> int:
+        assert self._proc is not None
+        self._proc.send_signal(signal.SIGTERM)
+        return self._proc.wait(timeout=timeout_s)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self.terminate()
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _query_model_dir() -> Path:
+    """The SQS service model of botocore 1.34.89, the last one whose protocol is Query."""
+    cache = Path(os.environ.get("KQS_CACHE_DIR", Path.home() / ".cache" / "kqs"))
+    base = cache / f"botocore-{QUERY_BOTOCORE_VERSION}-sqs"
+    model_dir = base / "data" / "sqs" / "2012-11-05"
+    if (model_dir / "service-2.json").exists():
+        return base / "data"
+    base.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--dest",
+            str(base),
+            f"botocore=={QUERY_BOTOCORE_VERSION}",
+        ],
+        check=True,
+    )
+    wheel = glob.glob(str(base / f"botocore-{QUERY_BOTOCORE_VERSION}-*.whl"))[0]
+    model_dir.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as archive:
+        for name in ("service-2.json.gz", "endpoint-rule-set-1.json.gz", "paginators-1.json"):
+            raw = archive.read(f"botocore/data/sqs/2012-11-05/{name}")
+            target = model_dir / name.removesuffix(".gz")
+            target.write_bytes(gzip.decompress(raw) if name.endswith(".gz") else raw)
+    return base / "data"
+
+
+_CLIENT_CONFIG = Config(retries={"max_attempts": 1}, read_timeout=60)
+
+
+def json_client(endpoint: str) -> Any:
+    client = boto3.session.Session().client(
+        "sqs", endpoint_url=endpoint, region_name=REGION, config=_CLIENT_CONFIG, **CREDENTIALS
+    )
+    assert client.meta.service_model.protocol == "json"
+    return client
+
+
+def query_client(endpoint: str) -> Any:
+    session = botocore.session.Session()
+    session.get_component("data_loader").search_paths.insert(0, str(_query_model_dir()))
+    client = session.create_client(
+        "sqs", endpoint_url=endpoint, region_name=REGION, config=_CLIENT_CONFIG, **CREDENTIALS
+    )
+    assert client.meta.service_model.protocol == "query"
+    return client

@@ -1,0 +1,217 @@
+"""Receipt handles: an authenticated, opaque encoding of message coordinates and epoch."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import string
+import struct
+from collections.abc import Callable
+
+import pytest
+
+from lease_store.errors import ReceiptHandleInvalid
+from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
+from tests.builders import OTHER_SECRET, SECRET, a_receipt_handle
+
+URL_SAFE_ALPHABET = string.ascii_letters + string.digits + "-_"
+
+Reshape = Callable[[str], str]
+
+
+@pytest.fixture
+def codec() -> ReceiptHandleCodec:
+    return ReceiptHandleCodec(SECRET)
+
+
+def with_char_replaced(text: str, position: int) -> str:
+    """`text` with the character at `position` replaced by the next one of the alphabet."""
+    old = text[position]
+    new = URL_SAFE_ALPHABET[(URL_SAFE_ALPHABET.index(old) + 1) % len(URL_SAFE_ALPHABET)]
+    index = position % len(text)
+    return text[:index] + new + text[index + 1 :]
+
+
+def assert_invalid(codec: ReceiptHandleCodec, text: str) -> None:
+    with pytest.raises(ReceiptHandleInvalid) as raised:
+        codec.decode(text)
+    assert raised.value.handle == text
+
+
+# -- round trip ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "handle",
+    [
+        a_receipt_handle(),
+        a_receipt_handle(queue=0, partition=0, offset=0, epoch=0),
+        a_receipt_handle(queue=2**128 - 1, partition=2**32 - 1, offset=2**63 - 1, epoch=2**32 - 1),
+        ReceiptHandle(incarnation=bytes(range(16)), partition=7, offset=123_456_789, epoch=3),
+    ],
+)
+def test_a_handle_decodes_to_the_coordinates_it_was_made_from(
+    codec: ReceiptHandleCodec, handle: ReceiptHandle
+) -> None:
+    # Given
+    text = codec.encode(handle)
+
+    # When
+    decoded = codec.decode(text)
+
+    # Then
+    assert decoded == handle
+
+
+def test_a_handle_is_url_safe_text_without_padding(codec: ReceiptHandleCodec) -> None:
+    # Given
+    handle = a_receipt_handle()
+
+    # When
+    text = codec.encode(handle)
+
+    # Then
+    assert text
+    assert set(text) <= set(URL_SAFE_ALPHABET)
+
+
+def test_each_receive_of_the_same_message_gets_a_different_handle(
+    codec: ReceiptHandleCodec,
+) -> None:
+    # Given two receives of one message
+    first, second = a_receipt_handle(epoch=1), a_receipt_handle(epoch=2)
+
+    # When
+    first_text, second_text = codec.encode(first), codec.encode(second)
+
+    # Then
+    assert first_text != second_text
+    assert codec.decode(first_text).epoch == 1
+    assert codec.decode(second_text).epoch == 2
+
+
+def test_a_codec_with_the_same_secret_decodes_handles_of_another_instance() -> None:
+    # Given a handle made before a restart
+    text = ReceiptHandleCodec(SECRET).encode(a_receipt_handle())
+
+    # When
+    decoded = ReceiptHandleCodec(SECRET).decode(text)
+
+    # Then
+    assert decoded == a_receipt_handle()
+
+
+def test_a_secret_shorter_than_16_bytes_is_refused() -> None:
+    # Given / When / Then
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        ReceiptHandleCodec(b"too-short")
+
+
+# -- invalid handles ----------------------------------------------------------------------
+
+
+# The last character carries the final 2 bits of the MAC and 4 padding bits: changing it must
+# be refused too, or one issued handle has several accepted spellings.
+@pytest.mark.parametrize("position", [0, 1, 20, 40, -2, -1], ids=lambda p: f"at {p}")
+def test_a_handle_with_a_flipped_character_is_invalid(
+    codec: ReceiptHandleCodec, position: int
+) -> None:
+    # Given
+    text = codec.encode(a_receipt_handle())
+
+    # When
+    tampered = with_char_replaced(text, position)
+
+    # Then
+    assert tampered != text
+    assert_invalid(codec, tampered)
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "not a receipt handle",
+        "AQID",
+        "!!!!",
+        "====",
+        "%" * 66,
+        "é" * 66,
+        "A" * 66,
+    ],
+)
+def test_garbage_text_is_an_invalid_handle(codec: ReceiptHandleCodec, garbage: str) -> None:
+    # Given / When / Then
+    assert_invalid(codec, garbage)
+
+
+def test_an_empty_handle_is_invalid(codec: ReceiptHandleCodec) -> None:
+    # Given / When / Then
+    assert_invalid(codec, "")
+
+
+@pytest.mark.parametrize(
+    "reshape",
+    [
+        lambda text: text[:-4],
+        lambda text: text[:-1],
+        lambda text: text[4:],
+        lambda text: text + "AAAA",
+        lambda text: text + text,
+    ],
+    ids=["truncated by 3 bytes", "last char missing", "head cut", "extended", "doubled"],
+)
+def test_a_handle_of_the_wrong_length_is_invalid(
+    codec: ReceiptHandleCodec, reshape: Reshape
+) -> None:
+    # Given
+    text = codec.encode(a_receipt_handle())
+
+    # When
+    reshaped = reshape(text)
+
+    # Then
+    assert_invalid(codec, reshaped)
+
+
+def test_a_handle_made_under_another_secret_is_invalid(codec: ReceiptHandleCodec) -> None:
+    # Given
+    foreign = ReceiptHandleCodec(OTHER_SECRET).encode(a_receipt_handle())
+
+    # When / Then
+    assert_invalid(codec, foreign)
+
+
+def test_a_handle_of_another_queue_incarnation_cannot_be_made_by_editing_one(
+    codec: ReceiptHandleCodec,
+) -> None:
+    # Given a genuine handle, with the incarnation bytes swapped for another queue's
+    raw = bytearray(base64.urlsafe_b64decode(codec.encode(a_receipt_handle(queue=1)) + "=="))
+    raw[1:17] = (2).to_bytes(16, "big")
+    forged = base64.urlsafe_b64encode(bytes(raw)).decode("ascii").rstrip("=")
+
+    # When / Then
+    assert_invalid(codec, forged)
+
+
+def test_a_correctly_signed_handle_of_an_unknown_version_is_invalid(
+    codec: ReceiptHandleCodec,
+) -> None:
+    # Given a handle laid out and signed like version 1, but labelled version 2
+    payload = struct.pack(">B16sIqI", 2, bytes(16), 0, 0, 1)
+    mac = hmac.new(SECRET, payload, hashlib.sha256).digest()[:16]
+    text = base64.urlsafe_b64encode(payload + mac).decode("ascii").rstrip("=")
+
+    # When / Then
+    assert_invalid(codec, text)
+
+
+def test_a_handle_is_accepted_only_in_the_exact_text_it_was_issued_as(
+    codec: ReceiptHandleCodec,
+) -> None:
+    # Given a genuine handle with characters from outside its alphabet inserted
+    text = codec.encode(a_receipt_handle())
+    padded = text[:10] + "!!!!" + text[10:]
+
+    # When / Then
+    assert_invalid(codec, padded)
