@@ -122,7 +122,9 @@ def _end_offset(consumer: Consumer, timeout_s: float) -> int:
             _, high = consumer.get_watermark_offsets(TopicPartition(CATALOG_TOPIC, 0), timeout=5)
             return int(high)
         except KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
+            # A new topic answers NOT_LEADER until its election ends, which librdkafka does
+            # not flag as retriable: every error is retried until the deadline.
+            if time.monotonic() > deadline:
                 raise
             log.info("waiting for the catalog topic leader", extra={"error": str(exc)})
             time.sleep(0.2)

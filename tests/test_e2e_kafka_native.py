@@ -1,0 +1,68 @@
+"""A queue is an ordinary Kafka topic: Kafka clients read SQS messages and can write them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.harness import ACCOUNT_ID
+
+
+def _topic_of(bootstrap: str, queue_name: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    prefix = f"kqs.{ACCOUNT_ID}.{queue_name}."
+    topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+    assert len(topics) == 1, topics
+    return topics[0]
+
+
+def test_kafka_consumer_reads_the_message_body_as_the_record_value(
+    sqs: Any, new_queue: Callable[..., str], kafka_bootstrap: str
+) -> None:
+    # Given a message sent through SQS with an attribute
+    url = new_queue("native-read")
+    sent = sqs.send_message(
+        QueueUrl=url,
+        MessageBody="hello kafka",
+        MessageAttributes={"colour": {"DataType": "String", "StringValue": "blue"}},
+    )
+    # When a plain Kafka consumer reads the queue's topic
+    topic = _topic_of(kafka_bootstrap, url.rsplit("/", 1)[1])
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": f"t-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        record = consumer.poll(10)
+    finally:
+        consumer.close()
+    # Then the value is the body, the key the message id, and attributes travel as headers
+    assert record is not None and record.error() is None
+    assert record.value() == b"hello kafka"
+    assert record.key() == sent["MessageId"].encode()
+    headers = dict(record.headers() or [])
+    assert headers["sqs.attr.colour"] == b'{"DataType": "String", "StringValue": "blue"}'
+
+
+def test_record_produced_by_kafka_client_is_received_through_sqs(
+    sqs: Any, new_queue: Callable[..., str], kafka_bootstrap: str
+) -> None:
+    # Given a record written straight to the queue's topic, without SQS headers or key
+    url = new_queue("native-write")
+    topic = _topic_of(kafka_bootstrap, url.rsplit("/", 1)[1])
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
+    producer.produce(topic, value=b"from a kafka producer")
+    assert producer.flush(10) == 0
+    # When an SQS client receives
+    messages = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+    # Then it gets the record as a message with a stable id
+    assert [m["Body"] for m in messages] == ["from a kafka producer"]
+    assert uuid.UUID(messages[0]["MessageId"])
