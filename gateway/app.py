@@ -15,6 +15,7 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 
 from gateway.auth import caller_of
+from gateway.backlog import commit_backlog_offsets
 from gateway.config import Settings
 from gateway.context import RequestContext
 from gateway.dispatch import ACTIONS
@@ -68,6 +69,7 @@ class _Parts:
     ingest: IngestConsumer
     leases: LeaseStore
     signals: QueueSignals
+    backlog: asyncio.Task[None]
 
 
 async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Parts:
@@ -111,7 +113,8 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
     app[RUNTIME] = Runtime(settings, clock, registry, messages)
     app[SIGNALS] = signals
     log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
-    return _Parts(producer, ingest, leases, signals)
+    backlog = asyncio.create_task(commit_backlog_offsets(registry, leases, ingest, settings.offset_commit_interval_s))
+    return _Parts(producer, ingest, leases, signals, backlog)
 
 
 def build_app(settings: Settings, clock: Clock | None = None) -> web.Application:
@@ -121,6 +124,7 @@ def build_app(settings: Settings, clock: Clock | None = None) -> web.Application
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         parts = await _start(app, settings, clock)
         yield
+        parts.backlog.cancel()
         parts.ingest.stop()
         parts.producer.close()
         parts.leases.close()

@@ -31,6 +31,9 @@ class Settings:
     # Behind a proxy, the URL clients must use; by default the host each request came to.
     base_url: str = field(default_factory=lambda: os.environ.get("KQS_BASE_URL", ""))
     receipt_secret: str = field(default_factory=lambda: os.environ.get("KQS_RECEIPT_SECRET", ""))
+    offset_commit_interval_s: float = field(
+        default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))
+    )
     log_format: str = field(default_factory=lambda: os.environ.get("KQS_LOG_FORMAT", "json"))
 
     @property

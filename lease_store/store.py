@@ -167,6 +167,18 @@ class LeaseStore:
     def has_visible(self, pk: PartitionKey, now_ms: int) -> bool:
         return bool(self._visible_index(pk, now_ms, limit=1))
 
+    def backlog_start(self, pk: PartitionKey) -> int:
+        """The lowest offset not yet deleted (applied offset + 1 when nothing is live).
+
+        Committed as the queue topic's consumer-group offset, so Kafka tools show the
+        backlog as lag.
+        """
+        first = self._kv.scan(b"F" + pk.prefix, b"F" + pk.prefix + b"\xff" * 8, limit=1)
+        if first:
+            (offset,) = _I64.unpack_from(first[0][0], 1 + len(pk.prefix))
+            return int(offset)
+        return self._state(pk).applied_offset + 1
+
     def fact(self, pk: PartitionKey, offset: int) -> LeaseFact | None:
         raw = self._kv.get(_fact_key(pk, offset))
         return LeaseFact.decode(raw) if raw is not None else None

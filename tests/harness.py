@@ -90,7 +90,11 @@ class GatewayProcess:
 
     def start(self, timeout_s: float = 60.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "KQS_KAFKA_BOOTSTRAP": self.bootstrap}
+        env = {
+            **os.environ,
+            "KQS_KAFKA_BOOTSTRAP": self.bootstrap,
+            "KQS_OFFSET_COMMIT_INTERVAL_S": "0.5",
+        }
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
                 [

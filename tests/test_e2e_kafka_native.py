@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.harness import ACCOUNT_ID
+from topology.names import INGEST_GROUP
 
 
 def _topic_of(bootstrap: str, queue_name: str) -> str:
@@ -66,3 +68,34 @@ def test_record_produced_by_kafka_client_is_received_through_sqs(
     # Then it gets the record as a message with a stable id
     assert [m["Body"] for m in messages] == ["from a kafka producer"]
     assert uuid.UUID(messages[0]["MessageId"])
+
+
+def _committed_offset(bootstrap: str, topic: str) -> int | None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(INGEST_GROUP, [TopicPartition(topic, 0)])
+    result = admin.list_consumer_group_offsets([request])[INGEST_GROUP].result(timeout=10)
+    offset = result.topic_partitions[0].offset
+    return int(offset) if offset >= 0 else None
+
+
+def test_committed_group_offset_is_the_lowest_undeleted_message(
+    sqs: Any, new_queue: Callable[..., str], kafka_bootstrap: str
+) -> None:
+    # Given three messages of which the first two are deleted
+    url = new_queue("lag")
+    for body in ("one", "two", "three"):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert len(received) == 3
+    for message in received:
+        if message["Body"] != "three":
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    # When the gateway publishes its offsets (every 0.5 s in tests)
+    topic = _topic_of(kafka_bootstrap, url.rsplit("/", 1)[1])
+    deadline = time.monotonic() + 15
+    committed = _committed_offset(kafka_bootstrap, topic)
+    while committed != 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        committed = _committed_offset(kafka_bootstrap, topic)
+    # Then Kafka tools see a backlog (lag) of exactly the one undeleted message
+    assert committed == 2

@@ -1073,3 +1073,26 @@ def test_purging_or_dropping_one_partition_leaves_the_others_alone(
     assert counts(store, clock, untouched) == Counts(visible=3, in_flight=0, delayed=0)
     assert offsets_of(receive(store, clock, pk=untouched)) == [0, 1, 2]
     assert store.ingest(untouched, records([1, 2, 3])) == 1
+
+
+# -- backlog start (the committed consumer-group offset) ------------------------------------
+
+
+@on_every_backend
+def test_backlog_start_is_the_lowest_offset_not_yet_deleted(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given three messages, the first of them deleted
+    store.ingest(PK, [(0, a_message("a")), (1, a_message("b")), (2, a_message("c"))])
+    store.remove(PK, 0, clock.now_ms())
+    # Then the backlog starts at the second
+    assert store.backlog_start(PK) == 1
+    # When every message is deleted, it starts after the last applied offset
+    store.remove(PK, 1, clock.now_ms())
+    store.remove(PK, 2, clock.now_ms())
+    assert store.backlog_start(PK) == 3
+
+
+@on_every_backend
+def test_backlog_start_of_an_untouched_partition_is_zero(store: LeaseStore) -> None:
+    assert store.backlog_start(PK) == 0

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from lease_store.records import StoredMessage
 from topology.names import INGEST_GROUP
@@ -32,6 +32,11 @@ BatchHandler = Callable[[str, int, Batch], None]
 class _Assign:
     topic: str
     next_offsets: dict[int, int]  # partition -> first offset to read
+
+
+@dataclass(frozen=True, slots=True)
+class _Commit:
+    offsets: tuple[tuple[str, int, int], ...]  # (topic, partition, offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,7 @@ class IngestConsumer:
         )
         self._loop = loop
         self._on_batch = on_batch
-        self._commands: queue.SimpleQueue[_Assign | _Unassign] = queue.SimpleQueue()
+        self._commands: queue.SimpleQueue[_Assign | _Unassign | _Commit] = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kqs-ingest", daemon=True)
 
@@ -73,6 +78,15 @@ class IngestConsumer:
 
     def unassign(self, topic: str, partitions: int) -> None:
         self._commands.put(_Unassign(topic, tuple(range(partitions))))
+
+    def commit(self, offsets: list[tuple[str, int, int]]) -> None:
+        """Commit (topic, partition, offset) triples as the ingest group's offsets.
+
+        Informational for Kafka tools (lag = backlog): ingestion itself resumes from the
+        lease store's applied offset, which is written atomically with the leases.
+        """
+        if offsets:
+            self._commands.put(_Commit(tuple(offsets)))
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -120,6 +134,14 @@ class IngestConsumer:
                         for p, offset in command.next_offsets.items()
                     ]
                 )
+            elif isinstance(command, _Commit):
+                try:
+                    self._consumer.commit(
+                        offsets=[TopicPartition(t, p, o) for t, p, o in command.offsets],
+                        asynchronous=True,
+                    )
+                except KafkaException as exc:
+                    log.warning("offset commit failed", extra={"error": str(exc)})
             else:
                 self._consumer.incremental_unassign(
                     [TopicPartition(command.topic, p) for p in command.partitions]

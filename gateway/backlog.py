@@ -1,0 +1,37 @@
+"""Publishes each queue partition's backlog start as the consumer-group offset.
+
+Kafka tools (kafka-consumer-groups, lag exporters) then show a queue's backlog as the
+ingest group's lag: committed offset = lowest offset not yet deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from gateway.queues import QueueRegistry, partition_keys
+from lease_store.store import LeaseStore
+from topology.ingest import IngestConsumer
+
+log = logging.getLogger("kqs.backlog")
+
+COMMIT_INTERVAL_S = 5.0
+
+
+async def commit_backlog_offsets(
+    registry: QueueRegistry,
+    leases: LeaseStore,
+    ingest: IngestConsumer,
+    interval_s: float = COMMIT_INTERVAL_S,
+) -> None:
+    committed: dict[tuple[str, int], int] = {}
+    while True:
+        await asyncio.sleep(interval_s)
+        changed: list[tuple[str, int, int]] = []
+        for record in registry.all_active():
+            for pk in partition_keys(record):
+                start = leases.backlog_start(pk)
+                if start > 0 and committed.get((record.topic, pk.partition)) != start:
+                    committed[(record.topic, pk.partition)] = start
+                    changed.append((record.topic, pk.partition, start))
+        ingest.commit(changed)
