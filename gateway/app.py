@@ -113,7 +113,9 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
     app[RUNTIME] = Runtime(settings, clock, registry, messages)
     app[SIGNALS] = signals
     log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
-    backlog = asyncio.create_task(commit_backlog_offsets(registry, leases, ingest, settings.offset_commit_interval_s))
+    backlog = asyncio.create_task(
+        commit_backlog_offsets(registry, leases, ingest, settings.offset_commit_interval_s)
+    )
     return _Parts(producer, ingest, leases, signals, backlog)
 
 
