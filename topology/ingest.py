@@ -92,7 +92,12 @@ class IngestConsumer:
         while not self._stopping.is_set():
             self._apply_commands()
             try:
-                messages = self._consumer.consume(num_messages=1000, timeout=0.05)
+                # consume() would wait its whole timeout to fill a batch: wait for the first
+                # record only, then take whatever else is already fetched.
+                first = self._consumer.poll(0.05)
+                messages = [] if first is None else [first]
+                if first is not None:
+                    messages += self._consumer.consume(num_messages=999, timeout=0)
             except Exception:  # the thread must survive transient client errors
                 log.exception("ingest consume failed")
                 continue
