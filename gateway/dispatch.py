@@ -7,25 +7,45 @@ from typing import Any
 from gateway.action import Action
 from gateway.actions import (
     change_message_visibility,
+    change_message_visibility_batch,
     create_queue,
     delete_message,
+    delete_message_batch,
     delete_queue,
+    get_queue_attributes,
     get_queue_url,
+    list_dead_letter_source_queues,
+    list_queue_tags,
     list_queues,
+    purge_queue,
     receive_message,
     send_message,
+    send_message_batch,
+    set_queue_attributes,
+    tag_queue,
+    untag_queue,
 )
 
 ACTIONS: dict[str, Action[Any]] = {
     action.name: action
     for action in (
         change_message_visibility.ACTION,
+        change_message_visibility_batch.ACTION,
         create_queue.ACTION,
         delete_message.ACTION,
+        delete_message_batch.ACTION,
         delete_queue.ACTION,
+        get_queue_attributes.ACTION,
         get_queue_url.ACTION,
+        list_dead_letter_source_queues.ACTION,
+        list_queue_tags.ACTION,
         list_queues.ACTION,
+        purge_queue.ACTION,
         receive_message.ACTION,
         send_message.ACTION,
+        send_message_batch.ACTION,
+        set_queue_attributes.ACTION,
+        tag_queue.ACTION,
+        untag_queue.ACTION,
     )
 }

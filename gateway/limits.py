@@ -24,6 +24,7 @@ MAX_TAG_VALUE_LENGTH = 256
 MAX_IN_FLIGHT = 120_000
 MIN_MAX_RECEIVE_COUNT = 1
 MAX_MAX_RECEIVE_COUNT = 1000
+MAX_REDRIVE_SOURCE_QUEUES = 10  # RedriveAllowPolicy sourceQueueArns with byQueue
 QUEUE_RECREATE_COOLDOWN_S = 60
 PURGE_COOLDOWN_S = 60
 # Kafka keeps a queue topic's records this much longer than MessageRetentionPeriod: the

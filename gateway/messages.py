@@ -13,8 +13,15 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
+from confluent_kafka import KafkaException
+
 from gateway import limits
-from gateway.errors import OverLimit, ReceiptHandleIsInvalid
+from gateway.errors import (
+    OverLimit,
+    PurgeQueueInProgress,
+    QueueDoesNotExist,
+    ReceiptHandleIsInvalid,
+)
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import QueueRegistry, partition_keys, queue_arn, redrive_target
 from gateway.waiters import QueueSignals
@@ -66,6 +73,9 @@ class MessageService:
             defaultdict(list)
         )
         self._next_partition: dict[str, int] = defaultdict(int)
+        # Last PurgeQueue per queue topic (so per incarnation), in memory: a gateway restart
+        # or another gateway of the cluster does not know it.
+        self._purged_at_ms: dict[str, int] = {}
 
     # -- ingest ----------------------------------------------------------------------------
 
@@ -128,8 +138,14 @@ class MessageService:
             )
         while True:
             now_ms = self._clock.now_ms()
-            received = await self._receive_now(record, max_messages, visibility_s * 1000, now_ms)
-            if received or now_ms >= deadline_ms:
+            received, moved = await self._receive_now(
+                record, max_messages, visibility_s * 1000, now_ms
+            )
+            if received:
+                return received
+            if moved:
+                continue  # dead-letter moves used up this round: others may be visible now
+            if now_ms >= deadline_ms:
                 return received
             wake_ms = min(deadline_ms, self._next_visible_at_ms(record, now_ms) or deadline_ms)
             await self._signals.wait(record.key, (wake_ms - now_ms) / 1000)
@@ -146,7 +162,8 @@ class MessageService:
 
     async def _receive_now(
         self, record: QueueRecord, max_messages: int, visibility_ms: int, now_ms: int
-    ) -> list[Received]:
+    ) -> tuple[list[Received], int]:
+        """Lease what is visible now; returns the leases and how many went to the DLQ."""
         redrive = redrive_target(record)
         dlq = self._registry.by_arn(redrive[0]) if redrive else None
         max_receive_count = redrive[1] if redrive and dlq else None
@@ -155,6 +172,7 @@ class MessageService:
         start = self._next_partition[record.key] % len(keys)
         self._next_partition[record.key] += 1
         received: list[Received] = []
+        moved = 0
         for pk in keys[start:] + keys[:start]:
             wanted = max_messages - len(received)
             if wanted <= 0:
@@ -165,7 +183,8 @@ class MessageService:
             received.extend(Received(d, self._handle(record, pk, d)) for d in outcome.delivered)
             if outcome.dead_letter and dlq is not None:
                 await self._dead_letter(record, dlq, pk, outcome.dead_letter)
-        return received
+                moved += len(outcome.dead_letter)
+        return received, moved
 
     async def _dead_letter(
         self, source: QueueRecord, dlq: QueueRecord, pk: PartitionKey, moves: list[Delivery]
@@ -234,3 +253,41 @@ class MessageService:
         for pk in partition_keys(record):
             total = total + self._leases.counts(pk, now_ms)
         return total
+
+    async def purge(self, record: QueueRecord) -> None:
+        """Delete every message in the queue when called (PurgeQueue); once per 60 s.
+
+        The purge point of each partition is its end offset now: the lease store drops the
+        messages below it and never ingests those offsets again, then Kafka deletes them.
+        """
+        now_ms = self._clock.now_ms()
+        last_ms = self._purged_at_ms.get(record.topic)
+        if last_ms is not None and now_ms - last_ms < limits.PURGE_COOLDOWN_S * 1000:
+            raise PurgeQueueInProgress(
+                f"Only one PurgeQueue operation on {record.name} is allowed every "
+                f"{limits.PURGE_COOLDOWN_S} seconds."
+            )
+        self._purged_at_ms[record.topic] = now_ms  # before any await: a concurrent purge waits
+        try:
+            ends = await self._registry.topic_end_offsets(record)
+        except BaseException:
+            self._purged_at_ms.pop(record.topic, None)  # nothing was purged: allow a retry
+            raise
+        if self._registry.current(record) is None:
+            raise QueueDoesNotExist()  # deleted while the offsets were fetched
+        dropped = 0
+        for pk in partition_keys(record):
+            dropped += self._leases.purge(pk, ends[pk.partition], self._clock.now_ms())
+        log.info("queue purged", extra={"queue": record.key, "messages": dropped})
+        # The purge has taken effect; trimming the log only reclaims space (the purge
+        # watermark already keeps those offsets out), so a failure here is not the client's.
+        for partition, end in enumerate(ends):
+            if end <= 0:
+                continue
+            try:
+                await self._registry.trim_topic(record, partition, end)
+            except KafkaException as exc:
+                log.warning(
+                    "purged records not deleted from Kafka",
+                    extra={"topic": record.topic, "partition": partition, "error": str(exc)},
+                )

@@ -46,6 +46,9 @@ _ENTRY_LISTS = {
     "DeleteMessageBatchRequestEntry",
     "ChangeMessageVisibilityBatchRequestEntry",
 }
+# botocore sends an empty list as its JSON member name with an empty value
+# (`MessageAttributeNames=`, `Entries=`): it means an empty list.
+_EMPTY_LIST_NAMES = {*_LISTS.values(), "Entries"}
 
 # JSON member -> XML element of each list item, when rendering results.
 _RESULT_LISTS = {
@@ -101,6 +104,8 @@ def _convert(node: dict[str, Any]) -> dict[str, Any]:
             out[name] = mapping
         elif key in _ENTRY_LISTS and isinstance(value, dict):
             out["Entries"] = [_convert(v) for v in _ordered(value) if isinstance(v, dict)]
+        elif key in _EMPTY_LIST_NAMES and value == "":
+            out[key] = []
         elif isinstance(value, dict):
             out[key] = _convert(value)
         else:

@@ -10,7 +10,12 @@ import json
 from collections.abc import Callable
 
 from gateway import limits
-from gateway.errors import InvalidAttributeName, InvalidAttributeValue, UnsupportedOperation
+from gateway.errors import (
+    InvalidAttributeName,
+    InvalidAttributeValue,
+    InvalidParameterValue,
+    UnsupportedOperation,
+)
 
 DEFAULTS: dict[str, str] = {
     "DelaySeconds": "0",
@@ -89,8 +94,70 @@ def validate_settable(attributes: dict[str, str]) -> dict[str, str]:
             raise InvalidAttributeName(f"Unknown Attribute {name}.")
         if not validator(value):
             raise InvalidAttributeValue(f"Invalid value for the parameter {name}.")
-        out[name] = value.lower() if validator is _boolean else value
+        if validator is _boolean:
+            value = value.lower()
+        elif name == "RedrivePolicy":
+            value = normalize_redrive_policy(value)
+        out[name] = value
     return out
+
+
+def normalize_redrive_policy(value: str) -> str:
+    """The RedrivePolicy as SQS returns it: compact JSON with maxReceiveCount a number.
+
+    Clients send maxReceiveCount as a number or a string; SQS stores a number either way. A
+    value that is not an integer is left as given, for the redrive check to refuse.
+    """
+    if value == "":
+        return value
+    policy = json.loads(value)
+    count = policy.get("maxReceiveCount")
+    if isinstance(count, str) and count.strip().isdigit():
+        policy["maxReceiveCount"] = int(count)
+    elif not isinstance(count, int) or isinstance(count, bool):
+        return value
+    ordered = {
+        "deadLetterTargetArn": policy.pop("deadLetterTargetArn", None),
+        "maxReceiveCount": policy.pop("maxReceiveCount"),
+        **policy,
+    }
+    return json.dumps(ordered, separators=(",", ":"))
+
+
+REDRIVE_PERMISSIONS = ("allowAll", "denyAll", "byQueue")
+
+
+def validate_redrive_allow_policy(value: str) -> None:
+    """A RedriveAllowPolicy names a redrivePermission, and 1-10 sourceQueueArns for byQueue.
+
+    Raises InvalidParameterValue. An empty value (which removes the policy) is valid.
+    """
+    if value == "":
+        return
+    policy = json.loads(value)
+    permission = policy.get("redrivePermission")
+    sources = policy.get("sourceQueueArns")
+
+    def invalid(reason: str) -> InvalidParameterValue:
+        return InvalidParameterValue(
+            f"Value {value} for parameter RedriveAllowPolicy is invalid. Reason: {reason}"
+        )
+
+    if permission not in REDRIVE_PERMISSIONS:
+        raise invalid("redrivePermission must be allowAll, denyAll or byQueue.")
+    if permission != "byQueue":
+        if sources is not None:
+            raise invalid("sourceQueueArns can be given only when redrivePermission is byQueue.")
+        return
+    if (
+        not isinstance(sources, list)
+        or not 1 <= len(sources) <= limits.MAX_REDRIVE_SOURCE_QUEUES
+        or not all(isinstance(arn, str) and arn for arn in sources)
+    ):
+        raise invalid(
+            f"sourceQueueArns must list 1 to {limits.MAX_REDRIVE_SOURCE_QUEUES} queue ARNs "
+            "when redrivePermission is byQueue."
+        )
 
 
 def requested_names(names: list[str]) -> list[str]:
@@ -98,6 +165,7 @@ def requested_names(names: list[str]) -> list[str]:
     if "All" in names:
         return list(ALL_NAMES)
     for name in names:
-        if name not in ALL_NAMES:
+        # FIFO attributes are known names that a standard queue simply does not have.
+        if name not in ALL_NAMES and name not in FIFO_ONLY:
             raise InvalidAttributeName(f"Unknown Attribute {name}.")
     return list(dict.fromkeys(names))

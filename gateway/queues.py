@@ -22,10 +22,11 @@ from gateway.errors import (
     QueueNameExists,
     UnsupportedOperation,
 )
-from gateway.queue_attributes import DEFAULTS, FIFO_UNSUPPORTED
+from gateway.queue_attributes import DEFAULTS, FIFO_UNSUPPORTED, validate_redrive_allow_policy
 from lease_store.store import PartitionKey
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
+from topology.record_format import MAX_RECORD_BYTES
 
 log = logging.getLogger("kqs.queues")
 
@@ -129,7 +130,11 @@ class QueueRegistry:
         return [r for r in self._by_key.values() if not r.deleted]
 
     def validate_redrive(self, attributes: dict[str, str]) -> None:
-        """A RedrivePolicy must name an existing queue and a maxReceiveCount of 1-1000."""
+        """A RedrivePolicy must name an existing queue and a maxReceiveCount of 1-1000.
+
+        A RedriveAllowPolicy must name a redrivePermission (and 1-10 source queues for byQueue).
+        """
+        validate_redrive_allow_policy(attributes.get("RedriveAllowPolicy", ""))
         raw = attributes.get("RedrivePolicy")
         if not raw:
             return
@@ -200,7 +205,11 @@ class QueueRegistry:
         await self._admin.create_topic(
             record.topic,
             record.partitions,
-            {"cleanup.policy": "delete", "retention.ms": topic_retention_ms(record)},
+            {
+                "cleanup.policy": "delete",
+                "retention.ms": topic_retention_ms(record),
+                "max.message.bytes": str(MAX_RECORD_BYTES),
+            },
         )
         await self._catalog.put(record)
         self._remember(record)
@@ -213,6 +222,20 @@ class QueueRegistry:
         await self._catalog.put(record)
         self._remember(record)
         return record
+
+    async def apply_topic_retention(self, record: QueueRecord) -> None:
+        """Set the queue topic's retention.ms from the record's MessageRetentionPeriod."""
+        await self._admin.set_topic_config(
+            record.topic, {"retention.ms": topic_retention_ms(record)}
+        )
+
+    async def topic_end_offsets(self, record: QueueRecord) -> list[int]:
+        """The end offset (high watermark) of each partition of the queue topic."""
+        return await self._admin.end_offsets(record.topic, record.partitions)
+
+    async def trim_topic(self, record: QueueRecord, partition: int, before_offset: int) -> None:
+        """Delete the records of one queue topic partition below `before_offset`."""
+        await self._admin.delete_records_before(record.topic, partition, before_offset)
 
     async def delete(self, record: QueueRecord, now_ms: int) -> None:
         deleted = record.changed(deleted_ms=now_ms)

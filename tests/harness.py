@@ -122,6 +122,10 @@ class GatewayProcess:
             time.sleep(0.1)
         raise TimeoutError(f"gateway not ready after {timeout_s}s; see {self.log_path}")
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks, no flushes, as in a crash."""
         assert self._proc is not None

@@ -17,7 +17,12 @@ from topology.names import INGEST_GROUP
 def _topic_of(bootstrap: str, queue_name: str) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     prefix = f"kqs.{ACCOUNT_ID}.{queue_name}."
+    # A just-created topic reaches the broker's metadata a moment after CreateTopics returns.
+    deadline = time.monotonic() + 10
     topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+    while not topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+        topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
     assert len(topics) == 1, topics
     return topics[0]
 

@@ -11,6 +11,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     AdminClient,
     ConfigResource,
     NewTopic,
+    OffsetSpec,
 )
 
 
@@ -48,6 +49,21 @@ class TopicAdmin:
         futures = self._admin.delete_records([TopicPartition(name, partition, offset)])
         for future in futures.values():
             await _wait(future)
+
+    async def end_offsets(self, name: str, partitions: int) -> list[int]:
+        """The end offset (high watermark: the next offset to be written) of each partition.
+
+        Indexed by partition number. Raises KafkaException if the broker does not answer.
+        """
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        futures = self._admin.list_offsets(
+            {TopicPartition(name, p): latest for p in range(partitions)}
+        )
+        ends = [0] * partitions
+        for tp, future in futures.items():
+            info = await _wait(future)
+            ends[tp.partition] = int(info.offset)
+        return ends
 
     def partition_count(self, name: str, timeout_s: float = 10.0) -> int:
         metadata = self._admin.list_topics(name, timeout=timeout_s)

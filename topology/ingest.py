@@ -139,6 +139,7 @@ class IngestConsumer:
                         for p, offset in command.next_offsets.items()
                     ]
                 )
+                self._learn_leaders(command.topic)
             elif isinstance(command, _Commit):
                 try:
                     self._consumer.commit(
@@ -151,6 +152,18 @@ class IngestConsumer:
                 self._consumer.incremental_unassign(
                     [TopicPartition(command.topic, p) for p in command.partitions]
                 )
+
+    def _learn_leaders(self, topic: str) -> None:
+        """Ask for the topic's metadata now, so fetching starts at once.
+
+        librdkafka looks up the leaders of a newly assigned, not yet known topic only on its
+        1 s topic scan: without this, the first send to a new queue waited up to a second
+        for ingest. A metadata answer for the topic updates the partitions' leaders.
+        """
+        try:
+            self._consumer.list_topics(topic, timeout=5)
+        except KafkaException as exc:
+            log.warning("topic metadata lookup failed", extra={"topic": topic, "error": str(exc)})
 
 
 def _as_bytes(value: str | bytes | None) -> bytes | None:

@@ -15,6 +15,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from topology.record_format import MAX_RECORD_BYTES
+
 log = logging.getLogger("kqs.producer")
 
 DURABLE_SETTINGS: dict[str, Any] = {
@@ -24,6 +26,8 @@ DURABLE_SETTINGS: dict[str, Any] = {
     # Bounded, so a client whose broker is gone gets an error instead of a hang.
     "message.timeout.ms": 15_000,
     "socket.connection.setup.timeout.ms": 5_000,
+    # Not durability, but not configurable either: a 1 MiB message must fit in a record.
+    "message.max.bytes": MAX_RECORD_BYTES,
 }
 
 

@@ -27,6 +27,10 @@ HEADER_TRACE = "sqs.aws-trace-header"
 HEADER_GROUP = "sqs.message-group-id"
 HEADER_DLQ_SOURCE = "sqs.dead-letter-source-arn"
 ATTRIBUTE_PREFIX = "sqs.attr."
+# The largest queue-topic record: a 1 MiB SQS message (body + attributes) whose binary
+# attributes travel base64-encoded in JSON headers, plus framing. Producer and topics allow it;
+# Kafka's 1 MB defaults would refuse a 1 MiB body.
+MAX_RECORD_BYTES = 4 * 1024 * 1024
 
 Headers = list[tuple[str, bytes]]
 

@@ -22,7 +22,9 @@ def decode(p: Params) -> CreateQueueRequest:
     return CreateQueueRequest(
         queue_name=p.required_str("QueueName"),
         attributes=p.str_map("Attributes"),
-        tags=p.str_map("Tags"),
+        # The API model names this member `tags` (lower-case) in JSON; Query sends `Tag.N.*`,
+        # which `query.py` turns into `Tags`.
+        tags=p.str_map("tags") or p.str_map("Tags"),
     )
 
 

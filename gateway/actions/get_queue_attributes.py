@@ -1,0 +1,46 @@
+"""GetQueueAttributes: stored settings, identity, timestamps and the exact message counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.action import Action, Result
+from gateway.context import RequestContext
+from gateway.params import Params
+from gateway.queue_attributes import DEFAULTS, requested_names
+
+
+@dataclass(frozen=True)
+class GetQueueAttributesRequest:
+    queue_url: str
+    attribute_names: list[str]
+
+
+def decode(p: Params) -> GetQueueAttributesRequest:
+    return GetQueueAttributesRequest(
+        queue_url=p.required_str("QueueUrl"), attribute_names=p.str_list("AttributeNames")
+    )
+
+
+async def handle(req: GetQueueAttributesRequest, ctx: RequestContext) -> Result:
+    record = ctx.queue(req.queue_url)
+    names = requested_names(req.attribute_names)
+    if not names:
+        return {}  # SQS answers no attributes when none are asked for
+    counts = ctx.runtime.messages.counts(record)
+    values = {
+        **DEFAULTS,
+        **record.attributes,
+        "QueueArn": ctx.queue_arn(record),
+        "CreatedTimestamp": str(record.created_s),
+        "LastModifiedTimestamp": str(record.modified_s),
+        "ApproximateNumberOfMessages": str(counts.visible),
+        "ApproximateNumberOfMessagesNotVisible": str(counts.in_flight),
+        "ApproximateNumberOfMessagesDelayed": str(counts.delayed),
+    }
+    # Unset optional attributes (Policy, RedrivePolicy, ...) are left out, as in SQS.
+    attributes = {name: values[name] for name in names if values.get(name, "") != ""}
+    return {"Attributes": attributes} if attributes else {}
+
+
+ACTION = Action("GetQueueAttributes", decode, handle)

@@ -1,0 +1,49 @@
+"""ListDeadLetterSourceQueues: the caller's queues whose RedrivePolicy targets this queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway import limits
+from gateway.action import Action, Result
+from gateway.context import RequestContext
+from gateway.pagination import paginate
+from gateway.params import Params
+from gateway.queues import parse_arn, redrive_target
+from topology.catalog import QueueRecord
+
+
+@dataclass(frozen=True)
+class ListDeadLetterSourceQueuesRequest:
+    queue_url: str
+    max_results: int | None
+    next_token: str | None
+
+
+def decode(p: Params) -> ListDeadLetterSourceQueuesRequest:
+    return ListDeadLetterSourceQueuesRequest(
+        queue_url=p.required_str("QueueUrl"),
+        max_results=p.int_in_range("MaxResults", 1, limits.MAX_LIST_RESULTS),
+        next_token=p.optional_str("NextToken"),
+    )
+
+
+def _targets(source: QueueRecord, dlq: QueueRecord) -> bool:
+    redrive = redrive_target(source)
+    parsed = parse_arn(redrive[0]) if redrive else None
+    return parsed is not None and (parsed[1], parsed[2]) == (dlq.account_id, dlq.name)
+
+
+async def handle(req: ListDeadLetterSourceQueuesRequest, ctx: RequestContext) -> Result:
+    dlq = ctx.queue(req.queue_url)
+    sources = [r for r in ctx.runtime.registry.listed(ctx.account_id) if _targets(r, dlq)]
+    page, next_token = paginate([r.name for r in sources], req.max_results, req.next_token)
+    by_name = {r.name: r for r in sources}
+    # `queueUrls` (lower-case q) is the member name in the SQS API model, and it is required.
+    result: Result = {"queueUrls": [ctx.queue_url(by_name[name]) for name in page]}
+    if next_token:
+        result["NextToken"] = next_token
+    return result
+
+
+ACTION = Action("ListDeadLetterSourceQueues", decode, handle)
