@@ -125,21 +125,29 @@ class IngestConsumer:
                 self._loop.call_soon_threadsafe(self._on_batch, topic, partition, batch)
 
     def _apply_commands(self) -> None:
+        commands: list[_Assign | _Unassign | _Commit] = []
         while True:
             try:
-                command = self._commands.get_nowait()
+                commands.append(self._commands.get_nowait())
             except queue.Empty:
-                return
-            if isinstance(command, _Assign):
-                self._consumer.incremental_assign(
-                    [
-                        TopicPartition(
-                            command.topic, p, offset if offset >= 0 else OFFSET_BEGINNING
-                        )
-                        for p, offset in command.next_offsets.items()
-                    ]
+                break
+        # Assignments are applied together: a gateway starting with thousands of queues
+        # makes one assign call and one metadata request, not one of each per queue.
+        assigned = [
+            TopicPartition(command.topic, p, offset if offset >= 0 else OFFSET_BEGINNING)
+            for command in commands
+            if isinstance(command, _Assign)
+            for p, offset in command.next_offsets.items()
+        ]
+        for command in commands:
+            if isinstance(command, _Unassign):
+                # An unassign of a topic assigned in this same round must come after it.
+                if assigned:
+                    self._consumer.incremental_assign(assigned)
+                    assigned = []
+                self._consumer.incremental_unassign(
+                    [TopicPartition(command.topic, p) for p in command.partitions]
                 )
-                self._learn_leaders(command.topic)
             elif isinstance(command, _Commit):
                 try:
                     self._consumer.commit(
@@ -148,22 +156,22 @@ class IngestConsumer:
                     )
                 except KafkaException as exc:
                     log.warning("offset commit failed", extra={"error": str(exc)})
-            else:
-                self._consumer.incremental_unassign(
-                    [TopicPartition(command.topic, p) for p in command.partitions]
-                )
+        if assigned:
+            self._consumer.incremental_assign(assigned)
+        if any(isinstance(command, _Assign) for command in commands):
+            self._learn_leaders()
 
-    def _learn_leaders(self, topic: str) -> None:
-        """Ask for the topic's metadata now, so fetching starts at once.
+    def _learn_leaders(self) -> None:
+        """Ask for metadata now, so fetching from newly assigned topics starts at once.
 
         librdkafka looks up the leaders of a newly assigned, not yet known topic only on its
         1 s topic scan: without this, the first send to a new queue waited up to a second
-        for ingest. A metadata answer for the topic updates the partitions' leaders.
+        for ingest. A metadata answer updates the partitions' leaders.
         """
         try:
-            self._consumer.list_topics(topic, timeout=5)
+            self._consumer.list_topics(timeout=5)
         except KafkaException as exc:
-            log.warning("topic metadata lookup failed", extra={"topic": topic, "error": str(exc)})
+            log.warning("topic metadata lookup failed", extra={"error": str(exc)})
 
 
 def _as_bytes(value: str | bytes | None) -> bytes | None:
