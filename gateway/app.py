@@ -6,12 +6,14 @@ This is the only module that knows every part; everything else receives what it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from confluent_kafka import KafkaException
 
 from gateway.auth import caller_of
@@ -20,7 +22,10 @@ from gateway.config import Settings
 from gateway.context import RequestContext
 from gateway.dispatch import ACTIONS
 from gateway.errors import InternalError, ServiceUnavailable, SqsError, for_domain_error
+from gateway.expiry import expire_messages
+from gateway.lease_recovery import open_lease_store
 from gateway.messages import MessageService
+from gateway.move_tasks import MoveTasks
 from gateway.params import Params
 from gateway.protocol import (
     detect_protocol,
@@ -36,10 +41,10 @@ from gateway.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
 from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandleCodec
-from lease_store.rocks import RocksKeyValueStore
 from lease_store.store import LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
+from topology.changelog import LeaseChangelog
 from topology.ingest import IngestConsumer
 from topology.producer import AsyncProducer, ProduceFailed
 
@@ -70,6 +75,8 @@ class _Parts:
     leases: LeaseStore
     signals: QueueSignals
     backlog: asyncio.Task[None]
+    expiry: asyncio.Task[None]
+    move_tasks: MoveTasks
 
 
 async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Parts:
@@ -80,7 +87,11 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
     catalog = Catalog(bootstrap, admin, producer)
     await catalog.ensure_topic()
     records = await loop.run_in_executor(None, catalog.load)
-    leases = LeaseStore(RocksKeyValueStore(settings.lease_dir))
+    changelog = LeaseChangelog(producer, admin)
+    await changelog.ensure_topic()
+    leases = await open_lease_store(
+        settings.lease_dir, bootstrap, records.values(), clock, changelog.on_commit
+    )
     signals = QueueSignals()
     ingest_ref: list[IngestConsumer] = []
 
@@ -105,18 +116,21 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
         signals,
         ReceiptHandleCodec(_receipt_secret(settings)),
         settings.region,
+        changelog=changelog,
     )
     ingest = IngestConsumer(bootstrap, loop, messages.on_ingested)
     ingest_ref.append(ingest)
     ingest.start()
     registry.load(records.values())
-    app[RUNTIME] = Runtime(settings, clock, registry, messages)
+    move_tasks = MoveTasks(clock, registry, messages, leases)
+    app[RUNTIME] = Runtime(settings, clock, registry, messages, move_tasks)
     app[SIGNALS] = signals
     log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
     backlog = asyncio.create_task(
         commit_backlog_offsets(registry, leases, ingest, settings.offset_commit_interval_s)
     )
-    return _Parts(producer, ingest, leases, signals, backlog)
+    expiry = asyncio.create_task(expire_messages(registry, messages))
+    return _Parts(producer, ingest, leases, signals, backlog, expiry, move_tasks)
 
 
 def build_app(settings: Settings, clock: Clock | None = None) -> web.Application:
@@ -127,12 +141,16 @@ def build_app(settings: Settings, clock: Clock | None = None) -> web.Application
         parts = await _start(app, settings, clock)
         yield
         parts.backlog.cancel()
+        parts.expiry.cancel()
+        await parts.move_tasks.close()  # before the producer and lease store close
         parts.ingest.stop()
         parts.producer.close()
         parts.leases.close()
         log.info("gateway stopped")
 
     app.cleanup_ctx.append(lifecycle)
+    app[IN_FLIGHT] = InFlight()
+    app.middlewares.append(_track_in_flight)
     app.on_shutdown.append(_answer_long_polls)
     app.router.add_get("/health", _health)
     app.router.add_route("*", "/{tail:.*}", _handle)
@@ -146,7 +164,55 @@ async def _answer_long_polls(app: web.Application) -> None:
         app[SIGNALS].close()
 
 
+class InFlight:
+    """The requests being handled, so that a shutdown can wait for them (`drain`)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.draining = False
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+
+IN_FLIGHT = web.AppKey("in_flight", InFlight)
+
+
+@web.middleware
+async def _track_in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
+    tracker = request.app[IN_FLIGHT]
+    tracker.count += 1
+    tracker.idle.clear()
+    try:
+        response = await handler(request)
+        if tracker.draining:
+            response.force_close()  # no keep-alive: the client's next request goes elsewhere
+        return response
+    finally:
+        tracker.count -= 1
+        if tracker.count == 0:
+            tracker.idle.set()
+
+
+async def drain(app: web.Application, timeout_s: float) -> int:
+    """First step of a graceful shutdown, once the listening socket is closed.
+
+    Parked long polls answer at once (empty) and the requests being handled finish, on
+    connections that stay open meanwhile. Only then may the server close its connections:
+    aiohttp's own shutdown drops whatever a connection receives once it is closing, so a
+    request whose body was still arriving would hang until the shutdown timeout, unanswered.
+    Returns how many requests were still running when `timeout_s` passed.
+    """
+    tracker = app[IN_FLIGHT]
+    tracker.draining = True
+    await _answer_long_polls(app)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(tracker.idle.wait(), timeout_s)
+    return tracker.count
+
+
 async def _health(request: web.Request) -> web.Response:
+    if request.app[IN_FLIGHT].draining:
+        return web.json_response({"status": "shutting down"}, status=503)
     return web.json_response({"status": "ok"})
 
 

@@ -16,12 +16,17 @@ from pathlib import Path
 from aiohttp import web
 
 from gateway import logs
-from gateway.app import build_app
+from gateway.app import build_app, drain
 from gateway.config import Settings
+from gateway.inspect_cli import add_inspect_subcommand
 from topology.broker import BrokerError, EmbeddedBroker
 from topology.broker_cli import add_kafka_subcommands
 
 log = logging.getLogger("kqs.serve")
+
+# How long a shutdown waits for the requests being handled (sends waiting for Kafka's
+# acknowledgement: at most the producer's 15 s delivery timeout).
+DRAIN_TIMEOUT_S = 30.0
 
 
 def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +50,9 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
 
 async def _run_gateway(settings: Settings) -> None:
     app = build_app(settings)
-    runner = web.AppRunner(app, shutdown_timeout=30)
+    # `drain` waits for the requests being handled; the runner's own wait only covers those
+    # that started in the instant between the two.
+    runner = web.AppRunner(app, shutdown_timeout=5)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()
@@ -63,6 +70,12 @@ async def _run_gateway(settings: Settings) -> None:
     await stop.wait()
     began = time.monotonic()
     log.info("shutting down: draining requests")
+    await site.stop()  # the listening socket closes first: no new connections
+    unfinished = await drain(app, DRAIN_TIMEOUT_S)
+    if unfinished:
+        log.warning(
+            "requests still running after the drain timeout", extra={"requests": unfinished}
+        )
     await runner.cleanup()
     log.info("shut down", extra={"seconds": round(time.monotonic() - began, 3)})
 
@@ -98,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     subparsers = parser.add_subparsers(dest="command", required=True)
     _serve_parser(subparsers)
     add_kafka_subcommands(subparsers)
+    add_inspect_subcommand(subparsers)
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":

@@ -6,6 +6,7 @@ from typing import Any
 
 from gateway.action import Action
 from gateway.actions import (
+    cancel_message_move_task,
     change_message_visibility,
     change_message_visibility_batch,
     create_queue,
@@ -15,6 +16,7 @@ from gateway.actions import (
     get_queue_attributes,
     get_queue_url,
     list_dead_letter_source_queues,
+    list_message_move_tasks,
     list_queue_tags,
     list_queues,
     purge_queue,
@@ -22,6 +24,7 @@ from gateway.actions import (
     send_message,
     send_message_batch,
     set_queue_attributes,
+    start_message_move_task,
     tag_queue,
     untag_queue,
 )
@@ -29,6 +32,7 @@ from gateway.actions import (
 ACTIONS: dict[str, Action[Any]] = {
     action.name: action
     for action in (
+        cancel_message_move_task.ACTION,
         change_message_visibility.ACTION,
         change_message_visibility_batch.ACTION,
         create_queue.ACTION,
@@ -38,6 +42,7 @@ ACTIONS: dict[str, Action[Any]] = {
         get_queue_attributes.ACTION,
         get_queue_url.ACTION,
         list_dead_letter_source_queues.ACTION,
+        list_message_move_tasks.ACTION,
         list_queue_tags.ACTION,
         list_queues.ACTION,
         purge_queue.ACTION,
@@ -45,6 +50,7 @@ ACTIONS: dict[str, Action[Any]] = {
         send_message.ACTION,
         send_message_batch.ACTION,
         set_queue_attributes.ACTION,
+        start_message_move_task.ACTION,
         tag_queue.ACTION,
         untag_queue.ACTION,
     )

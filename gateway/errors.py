@@ -123,6 +123,14 @@ class PurgeQueueInProgress(_SenderError):
     http_status = 403
 
 
+class ResourceNotFound(_SenderError):
+    """A message move task, or a queue named by ARN in a move-task request, does not exist."""
+
+    code = "ResourceNotFoundException"
+    json_type = "ResourceNotFoundException"
+    http_status = 404
+
+
 class EmptyBatchRequest(_SenderError):
     code = "AWS.SimpleQueueService.EmptyBatchRequest"
     json_type = "EmptyBatchRequest"

@@ -25,6 +25,8 @@ MAX_IN_FLIGHT = 120_000
 MIN_MAX_RECEIVE_COUNT = 1
 MAX_MAX_RECEIVE_COUNT = 1000
 MAX_REDRIVE_SOURCE_QUEUES = 10  # RedriveAllowPolicy sourceQueueArns with byQueue
+MAX_MOVE_MESSAGES_PER_SECOND = 500  # StartMessageMoveTask; also the rate when none is given
+MAX_MOVE_TASK_RESULTS = 10  # ListMessageMoveTasks MaxResults (default 1)
 QUEUE_RECREATE_COOLDOWN_S = 60
 PURGE_COOLDOWN_S = 60
 # Kafka keeps a queue topic's records this much longer than MessageRetentionPeriod: the

@@ -9,6 +9,7 @@ record is ingested, a visibility changes, or the earliest lease or delay of the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -23,13 +24,20 @@ from gateway.errors import (
     ReceiptHandleIsInvalid,
 )
 from gateway.queue_attributes import DEFAULTS
-from gateway.queues import QueueRegistry, partition_keys, queue_arn, redrive_target
+from gateway.queues import (
+    QueueRegistry,
+    partition_keys,
+    queue_arn,
+    redrive_allows,
+    redrive_target,
+)
 from gateway.waiters import QueueSignals
 from lease_store.clock import Clock
 from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
 from lease_store.records import StoredMessage
 from lease_store.store import Counts, Delivery, LeaseStore, PartitionKey
 from topology.catalog import QueueRecord
+from topology.changelog import Confirmation, LeaseChangelog
 from topology.ingest import Batch
 from topology.producer import AsyncProducer
 from topology.record_format import to_headers
@@ -61,8 +69,10 @@ class MessageService:
         signals: QueueSignals,
         handles: ReceiptHandleCodec,
         region: str,
+        changelog: LeaseChangelog | None = None,
     ) -> None:
         self._clock = clock
+        self._changelog = changelog
         self._producer = producer
         self._leases = leases
         self._registry = registry
@@ -149,6 +159,10 @@ class MessageService:
                 return received
             wake_ms = min(deadline_ms, self._next_visible_at_ms(record, now_ms) or deadline_ms)
             await self._signals.wait(record.key, (wake_ms - now_ms) / 1000)
+            if self._signals.closed:
+                # Shutting down: answer now (empty). A closed `wait` returns at once, so
+                # looping on would spin without yielding until the deadline.
+                return []
             current = self._registry.current(record)
             if current is None:
                 return []  # deleted while we waited
@@ -166,6 +180,8 @@ class MessageService:
         """Lease what is visible now; returns the leases and how many went to the DLQ."""
         redrive = redrive_target(record)
         dlq = self._registry.by_arn(redrive[0]) if redrive else None
+        if dlq is not None and not redrive_allows(dlq, self.queue_arn_of(record)):
+            dlq = None  # the DLQ's RedriveAllowPolicy no longer admits this queue: keep it
         max_receive_count = redrive[1] if redrive and dlq else None
         retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
         keys = partition_keys(record)
@@ -230,29 +246,58 @@ class MessageService:
             raise ReceiptHandleIsInvalid.for_handle(receipt_handle)
         return keys[handle.partition], handle
 
-    def delete(self, record: QueueRecord, receipt_handle: str) -> None:
-        """Delete the message; deleting an already deleted message succeeds, as in SQS."""
-        pk, handle = self._locate(record, receipt_handle)
-        self._leases.remove(pk, handle.offset, self._clock.now_ms())
+    def _changes(self) -> contextlib.AbstractContextManager[Confirmation]:
+        """Collects the lease changelog records of a change, to await their acknowledgement."""
+        if self._changelog is None:
+            return contextlib.nullcontext(Confirmation())
+        return self._changelog.capture()
 
-    def change_visibility(
+    async def delete(self, record: QueueRecord, receipt_handle: str) -> None:
+        """Delete the message; deleting an already deleted message succeeds, as in SQS.
+
+        Answers once the removal is in the lease changelog too (acknowledged by Kafka), so
+        it survives even the loss of this gateway's disk.
+        """
+        pk, handle = self._locate(record, receipt_handle)
+        with self._changes() as changes:
+            removed = self._leases.remove(pk, handle.offset, self._clock.now_ms())
+            if not removed and self._changelog is not None:
+                # Gone here already; an earlier try may have failed to reach the changelog.
+                self._changelog.tombstone(pk, handle.offset)
+        await changes.confirmed()
+
+    async def change_visibility(
         self, record: QueueRecord, receipt_handle: str, visibility_s: int
     ) -> None:
         pk, handle = self._locate(record, receipt_handle)
-        self._leases.change_visibility(
-            pk, handle.offset, handle.epoch, self._clock.now_ms(), visibility_s * 1000
-        )
+        with self._changes() as changes:
+            self._leases.change_visibility(
+                pk, handle.offset, handle.epoch, self._clock.now_ms(), visibility_s * 1000
+            )
+        await changes.confirmed()
         # The earliest moment something becomes visible may have moved: let waiters re-plan.
         self._signals.notify(record.key)
 
     # -- queue-level -----------------------------------------------------------------------
 
     def counts(self, record: QueueRecord) -> Counts:
+        self.expire(record)  # reads only the expired entries: counts never include them
         now_ms = self._clock.now_ms()
         total = Counts()
         for pk in partition_keys(record):
             total = total + self._leases.counts(pk, now_ms)
         return total
+
+    def expire(self, record: QueueRecord) -> int:
+        """Drop the messages older than the queue's MessageRetentionPeriod, in any state.
+
+        Receives drop the expired messages they come across; this also catches the in-flight
+        and delayed ones, and those no receive reaches. Called before counting and by the
+        periodic sweep (`expiry.py`).
+        """
+        now_ms = self._clock.now_ms()
+        retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
+        return sum(self._leases.expire(pk, now_ms, retention_ms) for pk in partition_keys(record))
 
     async def purge(self, record: QueueRecord) -> None:
         """Delete every message in the queue when called (PurgeQueue); once per 60 s.
@@ -276,8 +321,10 @@ class MessageService:
         if self._registry.current(record) is None:
             raise QueueDoesNotExist()  # deleted while the offsets were fetched
         dropped = 0
-        for pk in partition_keys(record):
-            dropped += self._leases.purge(pk, ends[pk.partition], self._clock.now_ms())
+        with self._changes() as changes:  # the purge watermarks, awaited
+            for pk in partition_keys(record):
+                dropped += self._leases.purge(pk, ends[pk.partition], self._clock.now_ms())
+        await changes.confirmed()
         log.info("queue purged", extra={"queue": record.key, "messages": dropped})
         # The purge has taken effect; trimming the log only reclaims space (the purge
         # watermark already keeps those offsets out), so a failure here is not the client's.

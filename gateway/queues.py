@@ -129,10 +129,12 @@ class QueueRegistry:
     def all_active(self) -> list[QueueRecord]:
         return [r for r in self._by_key.values() if not r.deleted]
 
-    def validate_redrive(self, attributes: dict[str, str]) -> None:
+    def validate_redrive(self, attributes: dict[str, str], source_arn: str | None = None) -> None:
         """A RedrivePolicy must name an existing queue and a maxReceiveCount of 1-1000.
 
         A RedriveAllowPolicy must name a redrivePermission (and 1-10 source queues for byQueue).
+        With `source_arn` (the queue the RedrivePolicy is for), the dead-letter queue's
+        RedriveAllowPolicy must admit that queue.
         """
         validate_redrive_allow_policy(attributes.get("RedriveAllowPolicy", ""))
         raw = attributes.get("RedrivePolicy")
@@ -154,6 +156,12 @@ class QueueRegistry:
             raise InvalidParameterValue(
                 "Value for parameter RedrivePolicy is invalid. Reason: Invalid value for "
                 "maxReceiveCount: must be between 1 and 1000."
+            )
+        dlq = self.by_arn(target)
+        if source_arn is not None and dlq is not None and not redrive_allows(dlq, source_arn):
+            raise InvalidParameterValue(
+                f"Value {raw} for parameter RedrivePolicy is invalid. Reason: Source queue is "
+                "not allowed by the dead-letter queue's RedriveAllowPolicy."
             )
 
     # -- changes ---------------------------------------------------------------------------
@@ -255,6 +263,28 @@ class QueueRegistry:
 
 def _without_empty(attributes: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in attributes.items() if v != ""}
+
+
+def redrive_allows(dlq: QueueRecord, source_arn: str) -> bool:
+    """Whether the DLQ's RedriveAllowPolicy lets the queue `source_arn` dead-letter into it.
+
+    No policy or `allowAll`: any queue; `denyAll`: none; `byQueue`: the listed ARNs, compared
+    by account and queue name (one gateway serves one region, as `by_arn` assumes).
+    """
+    raw = dlq.attributes.get("RedriveAllowPolicy")
+    if not raw:
+        return True
+    policy = json.loads(raw)
+    permission = policy.get("redrivePermission")
+    if permission == "denyAll":
+        return False
+    if permission != "byQueue":
+        return True
+    source = parse_arn(source_arn)
+    allowed = (
+        parse_arn(arn) for arn in policy.get("sourceQueueArns") or [] if isinstance(arn, str)
+    )
+    return source is not None and any(a is not None and a[1:] == source[1:] for a in allowed)
 
 
 def redrive_target(record: QueueRecord) -> tuple[str, int] | None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from gateway.config import Settings
 from gateway.messages import MessageService
+from gateway.move_tasks import MoveTasks
 from gateway.queues import QueueRegistry
 from lease_store.clock import Clock
 
@@ -16,3 +17,4 @@ class Runtime:
     clock: Clock
     registry: QueueRegistry
     messages: MessageService
+    move_tasks: MoveTasks

@@ -22,6 +22,10 @@ class QueueSignals:
         for key in list(self._waiting):
             self.notify(key)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def notify(self, queue_key: str) -> None:
         """Wake every receive parked on the queue."""
         for future in self._waiting.pop(queue_key, ()):

@@ -5,6 +5,7 @@ Key layout (all integers big-endian, so byte order is numeric order):
     F <partition key> <offset:8>                 -> LeaseFact
     V <partition key> <visible_at_ms:8> <offset:8> -> receive_count:4  (the visibility index)
     M <partition key> <offset:8>                 -> StoredMessage
+    X <partition key> <sent_ms:8> <offset:8>     -> empty  (the expiry index)
     S <partition key>                            -> PartitionState
 
 where <partition key> is the queue incarnation id (16 bytes) and the Kafka partition (4).
@@ -13,7 +14,10 @@ The visibility index makes "next visible messages" a range scan from the start o
 partition up to now, and "leases and delays that end next" the first entry after now. The
 Approximate* counters are exact: each write adjusts them in the same batch, and a sweep moves
 entries whose `visible_at_ms` passed since the last sweep (`swept_until_ms`) into the visible
-count. Only the newly due entries are read, so no operation scans the backlog.
+count. Only the newly due entries are read, so no operation scans the backlog. The expiry
+index orders messages by SentTimestamp, so `expire` reads only the messages past the queue's
+retention period (a dead-lettered message keeps its original SentTimestamp, so offsets alone
+would not give that order).
 
 The applied Kafka offset of each partition is written in the same batch as the facts it
 produced: after a crash, ingestion resumes at `applied_offset + 1` with nothing doubled.
@@ -23,7 +27,8 @@ Every call takes `now_ms` from the caller's injected clock; this module never re
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from lease_store import state
 from lease_store.errors import MessageNotAvailable
@@ -124,16 +129,38 @@ def _index_key(pk: PartitionKey, visible_at_ms: int, offset: int) -> bytes:
     return b"V" + pk.prefix + _I64.pack(max(visible_at_ms, 0)) + _I64.pack(offset)
 
 
+def _expiry_key(pk: PartitionKey, sent_ms: int, offset: int) -> bytes:
+    return b"X" + pk.prefix + _I64.pack(max(sent_ms, 0)) + _I64.pack(offset)
+
+
 def _state_key(pk: PartitionKey) -> bytes:
     return b"S" + pk.prefix
+
+
+def _fact_changes(pk: PartitionKey, batch: WriteBatch) -> dict[int, LeaseFact | None]:
+    """The lease facts a batch puts (offset -> fact) or deletes (offset -> None)."""
+    prefix = b"F" + pk.prefix
+    return {
+        _I64.unpack_from(key, len(prefix))[0]: LeaseFact.decode(raw) if raw is not None else None
+        for key, raw in batch.ops.items()
+        if key.startswith(prefix)
+    }
+
+
+# Called after every committed write with the lease facts it changed (offset -> new fact, or
+# None when removed) and the partition state as written. Facts that ingest creates are not
+# reported (the queue-topic record determines them), nor are the facts a purge drops (its
+# watermark, in the state, covers them). The lease changelog (`topology/changelog.py`) listens.
+CommitListener = Callable[[PartitionKey, dict[int, LeaseFact | None], PartitionState], None]
 
 
 class LeaseStore:
     """Lease facts of many queue partitions. Not thread-safe: one writer (the event loop)."""
 
-    def __init__(self, kv: KeyValueStore) -> None:
+    def __init__(self, kv: KeyValueStore, on_commit: CommitListener | None = None) -> None:
         self._kv = kv
         self._states: dict[PartitionKey, PartitionState] = {}
+        self._on_commit = on_commit
 
     def close(self) -> None:
         self._kv.close()
@@ -179,6 +206,17 @@ class LeaseStore:
             return int(offset)
         return self._state(pk).applied_offset + 1
 
+    def partition_state(self, pk: PartitionKey, now_ms: int | None = None) -> PartitionState:
+        """A copy of the partition's state; with `now_ms`, its counters as `counts` gives them.
+
+        Never writes (the sweep goes to a discarded batch), so it also serves read-only views
+        of a store another process has open (`kqs inspect`).
+        """
+        st = replace(self._state(pk))
+        if now_ms is not None:
+            self._sweep(pk, st, now_ms, WriteBatch())
+        return st
+
     def fact(self, pk: PartitionKey, offset: int) -> LeaseFact | None:
         raw = self._kv.get(_fact_key(pk, offset))
         return LeaseFact.decode(raw) if raw is not None else None
@@ -203,11 +241,12 @@ class LeaseStore:
             fact = state.new_fact(message.sent_ms, message.delay_s * 1000)
             self._put_fact(pk, st, offset, fact, batch)
             batch.put(_message_key(pk, offset), message.encode())
+            batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
             added += 1
         if records:
             # Saved even when every record was skipped (purged), so a restart resumes after them.
             batch.put(_state_key(pk), st.encode())
-            self._commit(pk, st, batch)
+            self._commit(pk, st, batch, report_facts=False)
         return added
 
     def receive(
@@ -271,6 +310,76 @@ class LeaseStore:
         self._commit(pk, st, batch, sync=True)
         return True
 
+    def hold(
+        self,
+        pk: PartitionKey,
+        now_ms: int,
+        max_messages: int,
+        hold_ms: int,
+        retention_ms: int,
+    ) -> list[Delivery]:
+        """Take up to `max_messages` visible messages out of sight for `hold_ms`, oldest first.
+
+        For a message move task: unlike `receive`, the receive count, the first-receive time
+        and the receipt epoch stay as they were, so the hold is not a client receive. The
+        caller copies each held message elsewhere and then calls `remove`; if it never does,
+        the message is visible again when the hold ends. A held message that was never
+        received counts as delayed meanwhile (states are derived from the facts, and these
+        say "not visible, never received"). Expired messages are dropped, not held.
+        """
+        if hold_ms <= 0:
+            raise ValueError("a hold must last longer than 0 ms")
+        st = self._state(pk)
+        batch = WriteBatch()
+        self._sweep(pk, st, now_ms, batch)
+        held: list[Delivery] = []
+        while len(held) < max_messages:
+            # Held entries leave the visible range, so each scan sees only untaken ones.
+            offsets = self._visible_index(pk, now_ms, limit=max_messages - len(held))
+            if not offsets:
+                break
+            for offset in offsets:
+                fact = self._require_fact(pk, offset)
+                if state.is_expired(fact, now_ms, retention_ms):
+                    self._drop(pk, st, offset, fact, batch)
+                    continue
+                taken = fact.with_changes(visible_at_ms=now_ms + hold_ms)
+                self._replace_fact(pk, st, offset, fact, taken, batch)
+                held.append(Delivery(offset, taken, self._message(pk, offset)))
+            self._commit(pk, st, batch)
+            batch = WriteBatch()
+        self._commit(pk, st, batch)
+        return held
+
+    def expire(self, pk: PartitionKey, now_ms: int, retention_ms: int) -> int:
+        """Drop every message sent `retention_ms` or longer ago, whatever its state.
+
+        Returns how many were dropped. Reads only the expired entries of the expiry index,
+        so calling it before reading the counters (and periodically) is cheap and keeps
+        `ApproximateNumberOfMessages*` from counting messages no receive would return.
+        """
+        cutoff_ms = now_ms - retention_ms  # state.is_expired: sent_ms <= cutoff_ms
+        if cutoff_ms < 0:
+            return 0
+        st = self._state(pk)
+        start = b"X" + pk.prefix
+        end = b"X" + pk.prefix + _I64.pack(cutoff_ms + 1)
+        offset_at = 1 + len(pk.prefix) + 8
+        dropped = 0
+        while rows := self._kv.scan(start, end, limit=1000):
+            batch = WriteBatch()
+            self._sweep(pk, st, now_ms, batch)
+            for key, _ in rows:
+                (offset,) = _I64.unpack_from(key, offset_at)
+                fact = self.fact(pk, offset)
+                if fact is None:
+                    batch.delete(key)  # an entry left behind: nothing to drop
+                    continue
+                self._drop(pk, st, offset, fact, batch)
+                dropped += 1
+            self._commit(pk, st, batch)
+        return dropped
+
     def change_visibility(
         self, pk: PartitionKey, offset: int, epoch: int, now_ms: int, visibility_ms: int
     ) -> LeaseFact:
@@ -302,15 +411,15 @@ class LeaseStore:
                 (offset,) = _I64.unpack_from(key, 1 + len(pk.prefix))
                 self._drop(pk, st, offset, LeaseFact.decode(raw), batch)
                 dropped += 1
-            self._commit(pk, st, batch)
+            self._commit(pk, st, batch, report_facts=False)
             batch = WriteBatch()
         st.purged_before_offset = max(st.purged_before_offset, before_offset)
-        self._commit(pk, st, batch, sync=True)
+        self._commit(pk, st, batch, sync=True, report_facts=False)
         return dropped
 
     def drop_partition(self, pk: PartitionKey) -> None:
         """Forget everything about a partition (its queue was deleted)."""
-        for tag in (b"F", b"V", b"M"):
+        for tag in (b"F", b"V", b"M", b"X"):
             start = tag + pk.prefix
             end = tag + pk.prefix + b"\xff" * 16
             while rows := self._kv.scan(start, end, limit=1000):
@@ -334,11 +443,19 @@ class LeaseStore:
         return st
 
     def _commit(
-        self, pk: PartitionKey, st: PartitionState, batch: WriteBatch, sync: bool = False
+        self,
+        pk: PartitionKey,
+        st: PartitionState,
+        batch: WriteBatch,
+        sync: bool = False,
+        report_facts: bool = True,
     ) -> None:
         if batch or sync:
             batch.put(_state_key(pk), st.encode())
             self._kv.write(batch, sync=sync)
+            if self._on_commit is not None:
+                changes = _fact_changes(pk, batch) if report_facts else {}
+                self._on_commit(pk, changes, st)
 
     @staticmethod
     def _needs_sweep(st: PartitionState, now_ms: int) -> bool:
@@ -401,4 +518,5 @@ class LeaseStore:
         batch.delete(_fact_key(pk, offset))
         batch.delete(_message_key(pk, offset))
         batch.delete(_index_key(pk, fact.visible_at_ms, offset))
+        batch.delete(_expiry_key(pk, fact.sent_ms, offset))
         st.count(state.state_at(fact, st.swept_until_ms), -1)

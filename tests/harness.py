@@ -120,6 +120,9 @@ class GatewayProcess:
                     if response.status == 200:
                         return
             time.sleep(0.1)
+        # Fixtures only stop a gateway that started: don't leave this one running.
+        self._proc.kill()
+        self._proc.wait(timeout=10)
         raise TimeoutError(f"gateway not ready after {timeout_s}s; see {self.log_path}")
 
     @property
@@ -135,6 +138,16 @@ class GatewayProcess:
     def terminate(self, timeout_s: float = 40.0) -> int:
         assert self._proc is not None
         self._proc.send_signal(signal.SIGTERM)
+        return self._proc.wait(timeout=timeout_s)
+
+    def send_signal(self, sig: signal.Signals) -> None:
+        """Signal the process without waiting (see `wait`), e.g. to act during shutdown."""
+        assert self._proc is not None
+        self._proc.send_signal(sig)
+
+    def wait(self, timeout_s: float = 40.0) -> int:
+        """The exit code, once the process has exited."""
+        assert self._proc is not None
         return self._proc.wait(timeout=timeout_s)
 
     def stop(self) -> None:
@@ -180,21 +193,24 @@ def _query_model_dir() -> Path:
 
 
 _CLIENT_CONFIG = Config(retries={"max_attempts": 1}, read_timeout=60)
+# One attempt per call, for tests that time failures: botocore's `max_attempts` counts
+# retries, so `_CLIENT_CONFIG` still retries a failed call (a 5xx, a refused connection) once.
+NO_RETRIES = Config(retries={"total_max_attempts": 1}, read_timeout=60)
 
 
-def json_client(endpoint: str) -> Any:
+def json_client(endpoint: str, config: Config = _CLIENT_CONFIG) -> Any:
     client = boto3.session.Session().client(
-        "sqs", endpoint_url=endpoint, region_name=REGION, config=_CLIENT_CONFIG, **CREDENTIALS
+        "sqs", endpoint_url=endpoint, region_name=REGION, config=config, **CREDENTIALS
     )
     assert client.meta.service_model.protocol == "json"
     return client
 
 
-def query_client(endpoint: str) -> Any:
+def query_client(endpoint: str, config: Config = _CLIENT_CONFIG) -> Any:
     session = botocore.session.Session()
     session.get_component("data_loader").search_paths.insert(0, str(_query_model_dir()))
     client = session.create_client(
-        "sqs", endpoint_url=endpoint, region_name=REGION, config=_CLIENT_CONFIG, **CREDENTIALS
+        "sqs", endpoint_url=endpoint, region_name=REGION, config=config, **CREDENTIALS
     )
     assert client.meta.service_model.protocol == "query"
     return client

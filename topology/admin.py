@@ -1,4 +1,10 @@
-"""Topic administration (create, delete, configure, trim) as awaitable calls."""
+"""Topic administration (create, delete, configure, trim) as awaitable calls.
+
+Every call is bounded by `REQUEST_TIMEOUT_S`: with the broker gone, librdkafka would
+otherwise keep an admin request (and the SQS request waiting on it) for `socket.timeout.ms`
+(60 s) or, for the broker lookup, indefinitely. A timed-out call raises KafkaException,
+which the gateway answers as a retryable ServiceUnavailable.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
     AdminClient,
     ConfigResource,
@@ -14,16 +20,28 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     OffsetSpec,
 )
 
+# Below the SQS SDKs' default read timeout (60 s) and the producer's delivery timeout (15 s,
+# `topology/producer.py`), so a CreateQueue fails on the admin call before anything else.
+REQUEST_TIMEOUT_S = 10.0
+
 
 class TopicAdmin:
     def __init__(self, bootstrap: str, replication_factor: int = 1) -> None:
-        self._admin = AdminClient({"bootstrap.servers": bootstrap})
+        self._admin = AdminClient(
+            {
+                "bootstrap.servers": bootstrap,
+                "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
+                "socket.connection.setup.timeout.ms": 5_000,
+            }
+        )
         self._replication_factor = replication_factor
 
     async def create_topic(self, name: str, partitions: int, config: dict[str, str]) -> None:
         """Create a topic; an existing topic of that name is accepted as is."""
         futures = self._admin.create_topics(
-            [NewTopic(name, partitions, self._replication_factor, config=config)]
+            [NewTopic(name, partitions, self._replication_factor, config=config)],
+            operation_timeout=REQUEST_TIMEOUT_S,
+            request_timeout=REQUEST_TIMEOUT_S,
         )
         try:
             await _wait(futures[name])
@@ -32,7 +50,9 @@ class TopicAdmin:
                 raise
 
     async def delete_topic(self, name: str) -> None:
-        futures = self._admin.delete_topics([name])
+        futures = self._admin.delete_topics(
+            [name], operation_timeout=REQUEST_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S
+        )
         try:
             await _wait(futures[name])
         except KafkaException as exc:
@@ -41,12 +61,16 @@ class TopicAdmin:
 
     async def set_topic_config(self, name: str, config: dict[str, str]) -> None:
         resource = ConfigResource("topic", name, set_config=config)
-        futures = self._admin.alter_configs([resource])
+        futures = self._admin.alter_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
         await _wait(futures[resource])
 
     async def delete_records_before(self, name: str, partition: int, offset: int) -> None:
         """Kafka DeleteRecords: advance the log start offset of a partition to `offset`."""
-        futures = self._admin.delete_records([TopicPartition(name, partition, offset)])
+        futures = self._admin.delete_records(
+            [TopicPartition(name, partition, offset)],
+            operation_timeout=REQUEST_TIMEOUT_S,
+            request_timeout=REQUEST_TIMEOUT_S,
+        )
         for future in futures.values():
             await _wait(future)
 
@@ -57,13 +81,42 @@ class TopicAdmin:
         """
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         futures = self._admin.list_offsets(
-            {TopicPartition(name, p): latest for p in range(partitions)}
+            {TopicPartition(name, p): latest for p in range(partitions)},
+            request_timeout=REQUEST_TIMEOUT_S,
         )
         ends = [0] * partitions
         for tp, future in futures.items():
             info = await _wait(future)
             ends[tp.partition] = int(info.offset)
         return ends
+
+    async def log_bounds(self, name: str, partitions: int) -> list[tuple[int, int]]:
+        """(log start offset, end offset) of each partition, indexed by partition number."""
+        earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        futures = self._admin.list_offsets(
+            {TopicPartition(name, p): earliest for p in range(partitions)},
+            request_timeout=REQUEST_TIMEOUT_S,
+        )
+        starts = [0] * partitions
+        for tp, future in futures.items():
+            starts[tp.partition] = int((await _wait(future)).offset)
+        ends = await self.end_offsets(name, partitions)
+        return list(zip(starts, ends, strict=True))
+
+    async def committed_offsets(self, group: str, name: str, partitions: int) -> list[int | None]:
+        """The consumer group's committed offset of each partition (None: never committed)."""
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(name, p) for p in range(partitions)]
+        )
+        futures = self._admin.list_consumer_group_offsets(
+            [request], request_timeout=REQUEST_TIMEOUT_S
+        )
+        answer = await _wait(futures[group])
+        committed: list[int | None] = [None] * partitions
+        for tp in answer.topic_partitions:
+            if tp.error is None and tp.offset >= 0:
+                committed[tp.partition] = int(tp.offset)
+        return committed
 
     def partition_count(self, name: str, timeout_s: float = 10.0) -> int:
         metadata = self._admin.list_topics(name, timeout=timeout_s)

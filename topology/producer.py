@@ -92,6 +92,28 @@ class AsyncProducer:
                 await asyncio.sleep(0.01)
         return await future
 
+    def send_soon(
+        self, topic: str, value: bytes | None, key: bytes | None = None
+    ) -> asyncio.Future[Delivered]:
+        """Produce now, from the event loop, and return the future of the delivery report.
+
+        Unlike `send`, the record is handed to librdkafka before this returns, so records
+        produced by successive calls keep their order. A full local queue is drained in place
+        (blocking the loop briefly) rather than awaited.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Delivered] = loop.create_future()
+
+        def on_delivery(error: KafkaError | None, msg: Message) -> None:
+            loop.call_soon_threadsafe(_settle, future, error, msg)
+
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                return future
+            except BufferError:
+                self._producer.poll(0.01)
+
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for outstanding deliveries; returns how many are still undelivered."""
         remaining: int = self._producer.flush(timeout_s)

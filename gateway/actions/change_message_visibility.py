@@ -35,7 +35,7 @@ def decode(p: Params) -> ChangeMessageVisibilityRequest:
 
 async def handle(req: ChangeMessageVisibilityRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
-    ctx.runtime.messages.change_visibility(record, req.receipt_handle, req.visibility_timeout)
+    await ctx.runtime.messages.change_visibility(record, req.receipt_handle, req.visibility_timeout)
     return {}
 
 

@@ -30,7 +30,8 @@ def decode(p: Params) -> CreateQueueRequest:
 
 async def handle(req: CreateQueueRequest, ctx: RequestContext) -> Result:
     attributes = validate_settable(req.attributes)
-    ctx.runtime.registry.validate_redrive(attributes)
+    source_arn = f"arn:aws:sqs:{ctx.region}:{ctx.account_id}:{req.queue_name}"
+    ctx.runtime.registry.validate_redrive(attributes, source_arn)
     validate_tags(req.tags)
     record, _ = await ctx.runtime.registry.create(
         ctx.account_id, req.queue_name, attributes, req.tags, ctx.runtime.clock.now_ms()

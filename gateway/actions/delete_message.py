@@ -25,7 +25,7 @@ def decode(p: Params) -> DeleteMessageRequest:
 
 async def handle(req: DeleteMessageRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
-    ctx.runtime.messages.delete(record, req.receipt_handle)
+    await ctx.runtime.messages.delete(record, req.receipt_handle)
     return {}
 
 

@@ -40,7 +40,7 @@ async def handle(req: SetQueueAttributesRequest, ctx: RequestContext) -> Result:
     registry = ctx.runtime.registry
     record = ctx.queue(req.queue_url)
     changes = validate_settable(req.attributes)
-    registry.validate_redrive(changes)
+    registry.validate_redrive(changes, ctx.queue_arn(record))
     updated = record.changed(
         attributes=_merged(record, changes), modified_s=ctx.runtime.clock.now_ms() // 1000
     )

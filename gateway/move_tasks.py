@@ -1,0 +1,285 @@
+"""Message move tasks: redrive the messages of a dead-letter queue to another queue.
+
+StartMessageMoveTask starts one asyncio task per move; CancelMessageMoveTask and
+ListMessageMoveTasks read and steer it. A task repeatedly
+
+1. holds up to 10 visible messages of the source (the DLQ) in the lease store: a dedicated
+   hold, not a client receive, so their receive count and first-receive time stay as they
+   were (`LeaseStore.hold`);
+2. sends each to its destination: the task's DestinationArn, or else the queue the message
+   was dead-lettered from (its DeadLetterQueueSourceArn);
+3. removes it from the DLQ once the destination acknowledged it (at least once: a crash
+   between the two leaves it in both queues);
+
+at most MaxNumberOfMessagesPerSecond (500 when not given). As in SQS, a moved message is a
+new message: a new MessageId and SentTimestamp (so its retention period starts again), the
+same body, message attributes, SenderId, AWSTraceHeader and MessageGroupId, no
+DeadLetterQueueSourceArn, and the destination queue's DelaySeconds.
+
+ApproximateNumberOfMessagesToMove is the DLQ's visible count at start. The task is COMPLETED
+when it has handled that many or nothing is visible in the DLQ any more; FAILED when a queue
+it needs is gone or Kafka does not answer (the messages it held then become visible in the DLQ
+again when their hold ends, after at most `HOLD_MS`).
+
+Task state is kept in memory: tasks do not survive a gateway restart yet. A running task
+simply stops, and after a restart its handle is unknown ("Task does not exist.").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+
+from confluent_kafka import KafkaException
+
+from gateway import limits
+from gateway.errors import (
+    InternalError,
+    InvalidParameterValue,
+    QueueDoesNotExist,
+    ServiceUnavailable,
+    SqsError,
+)
+from gateway.messages import MessageService
+from gateway.queue_attributes import DEFAULTS
+from gateway.queues import QueueRegistry, partition_keys
+from lease_store.clock import Clock
+from lease_store.records import StoredMessage
+from lease_store.store import Delivery, LeaseStore, PartitionKey
+from topology.catalog import QueueRecord
+from topology.producer import ProduceFailed
+
+log = logging.getLogger("kqs.move_tasks")
+
+MOVE_BATCH = 10
+# How long a message taken by a task stays out of sight: longer than a send can take
+# (Kafka delivery timeout plus the wait for ingest), so it is never delivered meanwhile.
+HOLD_MS = 60_000
+# Finished tasks remembered per source queue, for ListMessageMoveTasks.
+HISTORY = limits.MAX_MOVE_TASK_RESULTS
+
+
+class MoveTaskStatus(Enum):
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    CANCELLING = "CANCELLING"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+
+
+ACTIVE = (MoveTaskStatus.RUNNING, MoveTaskStatus.CANCELLING)
+
+
+@dataclass(eq=False)
+class MoveTask:
+    task_id: str
+    handle: str
+    source: QueueRecord
+    source_arn: str
+    destination_arn: str | None
+    max_per_second: int | None
+    to_move: int
+    started_ms: int
+    status: MoveTaskStatus = MoveTaskStatus.RUNNING
+    moved: int = 0
+    failure_reason: str | None = None
+    cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    runner: asyncio.Task[None] | None = None
+
+
+def encode_handle(task_id: str, source_arn: str) -> str:
+    """An opaque TaskHandle: base64 of the task id and the source queue ARN."""
+    return base64.b64encode(f"{task_id}&{source_arn}".encode()).decode("ascii")
+
+
+def decode_handle(handle: str) -> tuple[str, str] | None:
+    """(task id, source ARN) of a TaskHandle, or None when it is not one."""
+    try:
+        task_id, _, source_arn = base64.b64decode(handle, validate=True).decode().partition("&")
+        uuid.UUID(task_id)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return (task_id, source_arn) if source_arn else None
+
+
+class MoveTasks:
+    """Every move task of this gateway, running or finished (in memory)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        registry: QueueRegistry,
+        messages: MessageService,
+        leases: LeaseStore,
+    ) -> None:
+        self._clock = clock
+        self._registry = registry
+        self._messages = messages
+        self._leases = leases
+        self._by_id: dict[str, MoveTask] = {}
+        # Queue topic (so one incarnation of the source queue) -> its tasks, newest first.
+        self._by_source: dict[str, list[MoveTask]] = {}
+
+    # -- requests --------------------------------------------------------------------------
+
+    def start(
+        self,
+        source: QueueRecord,
+        source_arn: str,
+        destination_arn: str | None,
+        max_per_second: int | None,
+    ) -> MoveTask:
+        history = self._by_source.setdefault(source.topic, [])
+        if any(task.status in ACTIVE for task in history):
+            raise InvalidParameterValue(
+                "There is already a task running. Only one active task is allowed for a source "
+                "queue arn at a given time."
+            )
+        task_id = str(uuid.uuid4())
+        task = MoveTask(
+            task_id=task_id,
+            handle=encode_handle(task_id, source_arn),
+            source=source,
+            source_arn=source_arn,
+            destination_arn=destination_arn,
+            max_per_second=max_per_second,
+            to_move=self._messages.counts(source).visible,
+            started_ms=self._clock.now_ms(),
+        )
+        history.insert(0, task)
+        for forgotten in history[HISTORY:]:
+            self._by_id.pop(forgotten.task_id, None)
+        del history[HISTORY:]  # none of them is active: the only active one was refused above
+        self._by_id[task_id] = task
+        task.runner = asyncio.create_task(self._run(task), name=f"move-task-{task_id}")
+        log.info(
+            "message move task started",
+            extra={
+                "task": task_id,
+                "source": source_arn,
+                "destination": destination_arn or "each message's source queue",
+                "to_move": task.to_move,
+            },
+        )
+        return task
+
+    def find(self, task_id: str) -> MoveTask | None:
+        return self._by_id.get(task_id)
+
+    def cancel(self, task: MoveTask) -> int:
+        """Ask a RUNNING task to stop after the messages in hand; returns how many it moved."""
+        task.status = MoveTaskStatus.CANCELLING
+        task.cancel_requested.set()
+        return task.moved
+
+    def of_source(self, source: QueueRecord) -> list[MoveTask]:
+        """The tasks of a source queue, most recent first."""
+        return list(self._by_source.get(source.topic, []))
+
+    async def close(self) -> None:
+        """Stop every running task (gateway shutdown); the tasks are forgotten with it."""
+        runners = [t.runner for t in self._by_id.values() if t.runner and not t.runner.done()]
+        for runner in runners:
+            runner.cancel()
+        await asyncio.gather(*runners, return_exceptions=True)
+
+    # -- the task itself -------------------------------------------------------------------
+
+    async def _run(self, task: MoveTask) -> None:
+        rate = task.max_per_second or limits.MAX_MOVE_MESSAGES_PER_SECOND
+        loop = asyncio.get_running_loop()
+        started_s = loop.time()
+        handled = 0
+        try:
+            while handled < task.to_move and not task.cancel_requested.is_set():
+                source = self._registry.current(task.source)
+                if source is None:
+                    raise QueueDoesNotExist()
+                held = self._hold(source, min(MOVE_BATCH, rate, task.to_move - handled))
+                if not held:
+                    break  # nothing visible in the DLQ any more
+                handled += len(held)
+                outcomes = await asyncio.gather(
+                    *(self._move(task, pk, delivery) for pk, delivery in held),
+                    return_exceptions=True,
+                )
+                for outcome in outcomes:
+                    if isinstance(outcome, Exception):
+                        raise outcome
+                # Pace to `rate` messages a second, waking at once for a cancel.
+                delay_s = started_s + handled / rate - loop.time()
+                if delay_s > 0:
+                    try:
+                        await asyncio.wait_for(task.cancel_requested.wait(), delay_s)
+                    except TimeoutError:
+                        pass
+        except SqsError as error:
+            self._fail(task, error.code, error.message)
+        except (ProduceFailed, KafkaException) as error:
+            self._fail(task, ServiceUnavailable.code, str(error))
+        except Exception as error:
+            log.exception("message move task failed", extra={"task": task.task_id})
+            self._fail(task, InternalError.code, str(error))
+        else:
+            cancelled = task.cancel_requested.is_set()
+            task.status = MoveTaskStatus.CANCELLED if cancelled else MoveTaskStatus.COMPLETED
+            log.info(
+                "message move task cancelled" if cancelled else "message move task completed",
+                extra={"task": task.task_id, "moved": task.moved},
+            )
+
+    def _hold(self, source: QueueRecord, wanted: int) -> list[tuple[PartitionKey, Delivery]]:
+        now_ms = self._clock.now_ms()
+        retention_ms = 1000 * int(
+            source.attributes.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"])
+        )
+        held: list[tuple[PartitionKey, Delivery]] = []
+        for pk in partition_keys(source):
+            if len(held) >= wanted:
+                break
+            taken = self._leases.hold(pk, now_ms, wanted - len(held), HOLD_MS, retention_ms)
+            held.extend((pk, delivery) for delivery in taken)
+        return held
+
+    async def _move(self, task: MoveTask, pk: PartitionKey, delivery: Delivery) -> None:
+        original = delivery.message
+        target_arn = task.destination_arn or original.dead_letter_source_arn
+        destination = self._registry.by_arn(target_arn) if target_arn else None
+        if destination is None:
+            raise QueueDoesNotExist()
+        moved = StoredMessage(
+            message_id=str(uuid.uuid4()),
+            body=original.body,
+            sent_ms=self._clock.now_ms(),
+            delay_s=int(destination.attributes.get("DelaySeconds", DEFAULTS["DelaySeconds"])),
+            attributes=original.attributes,
+            sender_id=original.sender_id,
+            aws_trace_header=original.aws_trace_header,
+            message_group_id=original.message_group_id,
+        )
+        await self._messages.send(destination, moved)
+        self._leases.remove(pk, delivery.offset, self._clock.now_ms())
+        task.moved += 1
+        log.info(
+            "message moved",
+            extra={
+                "task": task.task_id,
+                "from_message_id": original.message_id,
+                "message_id": moved.message_id,
+                "queue": destination.key,
+            },
+        )
+
+    @staticmethod
+    def _fail(task: MoveTask, reason: str, detail: str) -> None:
+        task.status = MoveTaskStatus.FAILED
+        task.failure_reason = reason
+        log.warning(
+            "message move task failed",
+            extra={"task": task.task_id, "reason": reason, "detail": detail, "moved": task.moved},
+        )

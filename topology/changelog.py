@@ -1,0 +1,146 @@
+"""The lease changelog: lease changes published to the compacted `__kqs_leases` topic.
+
+The lease store reports every committed write (`LeaseStore(on_commit=...)`); this module turns
+the report into records:
+
+    key  <incarnation-hex>/<partition:5>/<offset:20>   value  LeaseFact.encode(), or None
+    key  <incarnation-hex>/<partition:5>/state         value  JSON {purged_before_offset, ...}
+
+Keys are fixed-width, one per message, so compaction keeps exactly the latest fact (or the
+tombstone) of each message. Facts created by ingest are not published: the queue record
+determines them (see `lease_store/rebuild.py`). Records are produced in commit order, so per
+key the latest write wins. DeleteMessage, ChangeMessageVisibility and PurgeQueue wait for
+their records' acknowledgement (`capture()`); the other changes are published without
+waiting, their failures counted and logged (losing one means at worst a redelivery or a lower
+receive count after a rebuild, which SQS's at-least-once delivery allows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from lease_store.records import LeaseFact
+from lease_store.store import PartitionKey, PartitionState
+from topology.admin import TopicAdmin
+from topology.names import LEASES_TOPIC
+from topology.producer import AsyncProducer, Delivered
+
+log = logging.getLogger("kqs.changelog")
+
+# Tombstones must outlive the queue records they delete: the longest MessageRetentionPeriod
+# (14 days) plus the topic retention margin, with a day to spare.
+TOMBSTONE_RETENTION_MS = 15 * 24 * 60 * 60 * 1000
+TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "delete.retention.ms": str(TOMBSTONE_RETENTION_MS),
+    "min.compaction.lag.ms": "60000",
+}
+_STATE = "state"
+
+
+def fact_key(pk: PartitionKey, offset: int) -> bytes:
+    return f"{pk.incarnation.hex()}/{pk.partition:05d}/{offset:020d}".encode()
+
+
+def state_key(pk: PartitionKey) -> bytes:
+    return f"{pk.incarnation.hex()}/{pk.partition:05d}/{_STATE}".encode()
+
+
+def encode_state(st: PartitionState) -> bytes:
+    return json.dumps(
+        {"purged_before_offset": st.purged_before_offset, "applied_offset": st.applied_offset}
+    ).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ChangelogKey:
+    pk: PartitionKey
+    offset: int | None  # None: the partition's state record
+
+
+def parse_key(raw: bytes) -> ChangelogKey | None:
+    """The coordinates a changelog key names; None for a key this version does not know."""
+    try:
+        incarnation_hex, partition, last = raw.decode().split("/")
+        pk = PartitionKey(bytes.fromhex(incarnation_hex), int(partition))
+        return ChangelogKey(pk, None if last == _STATE else int(last))
+    except ValueError:
+        return None
+
+
+def purge_watermark(raw: bytes) -> int:
+    return int(json.loads(raw)["purged_before_offset"])
+
+
+@dataclass
+class Confirmation:
+    """Records produced inside one `capture()` block."""
+
+    futures: list[asyncio.Future[Delivered]] = field(default_factory=list)
+
+    async def confirmed(self) -> None:
+        """Return once every record is acknowledged; raises `ProduceFailed` otherwise."""
+        if self.futures:
+            await asyncio.gather(*self.futures)
+
+
+class LeaseChangelog:
+    def __init__(self, producer: AsyncProducer, admin: TopicAdmin) -> None:
+        self._producer = producer
+        self._admin = admin
+        self._capture: Confirmation | None = None
+        self._purge_published: dict[PartitionKey, int] = {}
+        self.published = 0
+        self.failures = 0
+
+    async def ensure_topic(self) -> None:
+        # One partition, like the catalog: a rebuild reads it whole, in order.
+        await self._admin.create_topic(LEASES_TOPIC, 1, TOPIC_CONFIG)
+
+    def on_commit(
+        self, pk: PartitionKey, changes: dict[int, LeaseFact | None], st: PartitionState
+    ) -> None:
+        """The lease store's commit listener; runs on the event loop."""
+        for offset in sorted(changes):
+            fact = changes[offset]
+            self._produce(fact_key(pk, offset), fact.encode() if fact is not None else None)
+        if st.purged_before_offset != self._purge_published.get(pk, 0):
+            self._purge_published[pk] = st.purged_before_offset
+            self._produce(state_key(pk), encode_state(st))
+
+    def tombstone(self, pk: PartitionKey, offset: int) -> None:
+        """Publish a message's removal again (a retried DeleteMessage whose first try failed)."""
+        self._produce(fact_key(pk, offset), None)
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[Confirmation]:
+        """Collect the records produced inside the block, to await their acknowledgement."""
+        confirmation = Confirmation()
+        previous, self._capture = self._capture, confirmation
+        try:
+            yield confirmation
+        finally:
+            self._capture = previous
+
+    def _produce(self, key: bytes, value: bytes | None) -> None:
+        future = self._producer.send_soon(LEASES_TOPIC, value, key=key)
+        self.published += 1
+        future.add_done_callback(self._on_delivered)
+        if self._capture is not None:
+            self._capture.futures.append(future)
+
+    def _on_delivered(self, future: asyncio.Future[Delivered]) -> None:
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:
+            self.failures += 1
+            log.warning(
+                "lease change not written to the changelog",
+                extra={"error": str(error), "failures": self.failures},
+            )

@@ -1,0 +1,254 @@
+"""Reads `__kqs_leases` and the queue topics into a `LeaseRebuild` (blocking; run off the loop).
+
+Order: the log bounds of every partition to rebuild, then the whole changelog to its end,
+then each queue partition from its log start to the end measured first. Records appended
+after that end are left to the ingest consumer, which resumes after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from lease_store.kv import KeyValueStore
+from lease_store.rebuild import LeaseRebuild, PartitionPlan, RebuildStats
+from lease_store.records import LeaseFact, StoredMessage
+from lease_store.store import PartitionKey
+from topology.changelog import parse_key, purge_watermark
+from topology.names import LEASES_TOPIC
+from topology.producer import coordinates
+from topology.record_format import from_record
+
+log = logging.getLogger("kqs.rebuild")
+
+_PROGRESS_EVERY = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildTarget:
+    pk: PartitionKey
+    topic: str
+    retention_ms: int
+
+
+def rebuild_leases(
+    bootstrap: str,
+    kv: KeyValueStore,
+    targets: list[RebuildTarget],
+    now_ms: int,
+    timeout_s: float = 30.0,
+) -> RebuildStats:
+    began = time.monotonic()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kqs-lease-rebuild",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        bounds = {
+            t.pk: _watermarks(consumer, TopicPartition(t.topic, t.pk.partition), timeout_s)
+            for t in targets
+        }
+        rebuild = LeaseRebuild(
+            kv, [PartitionPlan(t.pk, t.retention_ms, bounds[t.pk][0]) for t in targets], now_ms
+        )
+        stats = rebuild.stats
+
+        def on_changelog(messages: list[Message]) -> None:
+            before = stats.changelog_records
+            for msg in messages:
+                key = parse_key(_as_bytes(msg.key()) or b"")
+                if key is None:
+                    continue
+                raw = _as_bytes(msg.value())
+                if key.offset is None:
+                    if raw is not None:
+                        rebuild.apply_purge_watermark(key.pk, purge_watermark(raw))
+                else:
+                    fact = LeaseFact.decode(raw) if raw is not None else None
+                    rebuild.apply_change(key.pk, key.offset, fact)
+            if stats.changelog_records // _PROGRESS_EVERY > before // _PROGRESS_EVERY:
+                log.info("lease rebuild: changelog", extra={"records": stats.changelog_records})
+
+        low, high = _watermarks(consumer, TopicPartition(LEASES_TOPIC, 0), timeout_s)
+        _read(consumer, TopicPartition(LEASES_TOPIC, 0, low), high, on_changelog, timeout_s)
+        log.info("lease rebuild: changelog read", extra={"records": stats.changelog_records})
+        _replay_queue_topics(consumer, rebuild, targets, bounds, timeout_s)
+    finally:
+        consumer.close()
+    log.info(
+        "lease store rebuilt",
+        extra={
+            "partitions": stats.partitions,
+            "changelog_records": stats.changelog_records,
+            "queue_records": stats.queue_records,
+            "live_messages": stats.live_messages,
+            "elapsed_s": round(time.monotonic() - began, 3),
+        },
+    )
+    return stats
+
+
+def _replay_queue_topics(
+    consumer: Consumer,
+    rebuild: LeaseRebuild,
+    targets: list[RebuildTarget],
+    bounds: dict[PartitionKey, tuple[int, int]],
+    timeout_s: float,
+) -> None:
+    """Replay every queue partition up to its measured end, all partitions at once.
+
+    One assignment for all of them: assigning partitions one after another cost a fetch
+    start-up (about half a second) each, minutes for a gateway with hundreds of queues.
+    """
+    stats = rebuild.stats
+    by_coordinates = {(t.topic, t.pk.partition): t for t in targets}
+    pending: dict[tuple[str, int], RebuildTarget] = {}
+    done = 0
+    for target in targets:
+        low, high = bounds[target.pk]
+        if low >= high:
+            rebuild.finish(target.pk, high)
+            done += 1
+        else:
+            pending[(target.topic, target.pk.partition)] = target
+    log.info("lease rebuild: empty partitions done", extra={"done": done, "of": len(targets)})
+    if not pending:
+        return
+    consumer.assign(
+        [TopicPartition(topic, p, bounds[t.pk][0]) for (topic, p), t in pending.items()]
+    )
+    try:
+        last_progress = time.monotonic()
+        while pending:
+            # Wait for the first record only, then take what is already fetched.
+            first = consumer.poll(1.0)
+            messages = [] if first is None else [first]
+            if first is not None:
+                messages += consumer.consume(num_messages=10_000, timeout=0)
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > timeout_s:
+                raise TimeoutError(
+                    f"replaying queue topics stalled; {len(pending)} partitions left"
+                )
+            batches: dict[tuple[str, int], list[tuple[int, StoredMessage]]] = {}
+            for msg in messages:
+                error = msg.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                    continue
+                topic, partition, offset = coordinates(msg)
+                reading = pending.get((topic, partition))
+                if reading is None or offset >= bounds[reading.pk][1]:
+                    continue  # finished already, or appended after the measured end
+                batches.setdefault((topic, partition), []).append(_decode(msg))
+            before = stats.queue_records
+            for key, records in batches.items():
+                target = by_coordinates[key]
+                rebuild.replay(target.pk, records)
+                end = bounds[target.pk][1]
+                if records[-1][0] >= end - 1:
+                    rebuild.finish(target.pk, end)
+                    del pending[key]
+                    done += 1
+            if stats.queue_records // _PROGRESS_EVERY > before // _PROGRESS_EVERY or not pending:
+                log.info(
+                    "lease rebuild: queue records",
+                    extra={
+                        "records": stats.queue_records,
+                        "partitions_done": done,
+                        "of": len(targets),
+                    },
+                )
+    finally:
+        consumer.unassign()
+
+
+def _read(
+    consumer: Consumer,
+    start: TopicPartition,
+    end: int,
+    handle: Callable[[list[Message]], None],
+    timeout_s: float,
+) -> None:
+    """Hand every record of one partition from `start.offset` up to `end` (exclusive), in
+    batches."""
+    if start.offset >= end:
+        return
+    consumer.assign([start])
+    try:
+        last_progress = time.monotonic()
+        done = False
+        while not done:
+            # consume() would wait its whole timeout to fill a batch (a second per
+            # partition): wait for the first record only, then take what is fetched.
+            first = consumer.poll(1.0)
+            messages = [] if first is None else [first]
+            if first is not None:
+                messages += consumer.consume(num_messages=10_000, timeout=0)
+            if messages:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > timeout_s:
+                raise TimeoutError(f"reading {start.topic}/{start.partition} stalled")
+            batch: list[Message] = []
+            for msg in messages:
+                error = msg.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                    done = True
+                    break
+                _, _, offset = coordinates(msg)
+                if offset >= end:
+                    done = True
+                    break
+                batch.append(msg)
+                if offset == end - 1:
+                    done = True
+                    break
+            if batch:
+                handle(batch)
+    finally:
+        consumer.unassign()
+
+
+def _decode(msg: Message) -> tuple[int, StoredMessage]:
+    topic, partition, offset = coordinates(msg)
+    headers = msg.headers()
+    message = from_record(
+        topic,
+        partition,
+        offset,
+        _as_bytes(msg.key()),
+        _as_bytes(msg.value()),
+        msg.timestamp()[1],
+        [(k, _as_bytes(v)) for k, v in headers] if isinstance(headers, list) else [],
+    )
+    return offset, message
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """Log start and end offsets, waiting out a just-created topic's leader election."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=5)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if time.monotonic() > deadline:
+                raise
+            log.info("waiting for a topic leader", extra={"topic": tp.topic, "error": str(exc)})
+            time.sleep(0.2)
+
+
+def _as_bytes(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
