@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from topology.admin import TopicAdmin
+from topology.consuming import watermarks
 from topology.names import CATALOG_TOPIC, catalog_key, queue_topic
 from topology.producer import AsyncProducer, coordinates
 
@@ -79,7 +79,7 @@ class Catalog:
         )
         records: dict[str, QueueRecord] = {}
         try:
-            high = _end_offset(consumer, timeout_s)
+            _, high = watermarks(consumer, TopicPartition(CATALOG_TOPIC, 0), timeout_s)
             if high <= 0:
                 return records
             consumer.assign([TopicPartition(CATALOG_TOPIC, 0, OFFSET_BEGINNING)])
@@ -112,19 +112,3 @@ def _text(value: str | bytes | None) -> str:
     if value is None:
         raise ValueError(f"{CATALOG_TOPIC} holds a record without a key")
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _end_offset(consumer: Consumer, timeout_s: float) -> int:
-    """The catalog's end offset, waiting out a just-created topic's leader election."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            _, high = consumer.get_watermark_offsets(TopicPartition(CATALOG_TOPIC, 0), timeout=5)
-            return int(high)
-        except KafkaException as exc:
-            # A new topic answers NOT_LEADER until its election ends, which librdkafka does
-            # not flag as retriable: every error is retried until the deadline.
-            if time.monotonic() > deadline:
-                raise
-            log.info("waiting for the catalog topic leader", extra={"error": str(exc)})
-            time.sleep(0.2)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from lease_store.records import StoredMessage
+from topology.consuming import decode_queue_record, poll_batch
 from topology.names import INGEST_GROUP
 from topology.producer import coordinates
-from topology.record_format import from_record
 
 log = logging.getLogger("kqs.ingest")
 
@@ -92,12 +92,7 @@ class IngestConsumer:
         while not self._stopping.is_set():
             self._apply_commands()
             try:
-                # consume() would wait its whole timeout to fill a batch: wait for the first
-                # record only, then take whatever else is already fetched.
-                first = self._consumer.poll(0.05)
-                messages = [] if first is None else [first]
-                if first is not None:
-                    messages += self._consumer.consume(num_messages=999, timeout=0)
+                messages = poll_batch(self._consumer, 0.05, max_messages=1000)
             except Exception:  # the thread must survive transient client errors
                 log.exception("ingest consume failed")
                 continue
@@ -108,18 +103,8 @@ class IngestConsumer:
                     if error.code() != KafkaError._PARTITION_EOF:
                         log.warning("ingest fetch error", extra={"error": str(error)})
                     continue
-                topic, partition, offset = coordinates(msg)
-                _, timestamp_ms = msg.timestamp()
-                headers = msg.headers()
-                stored = from_record(
-                    topic,
-                    partition,
-                    offset,
-                    _as_bytes(msg.key()),
-                    _as_bytes(msg.value()),
-                    timestamp_ms,
-                    [(k, _as_bytes(v)) for k, v in headers] if isinstance(headers, list) else [],
-                )
+                topic, partition, _ = coordinates(msg)
+                offset, stored = decode_queue_record(msg)
                 batches.setdefault((topic, partition), []).append((offset, stored))
             for (topic, partition), batch in batches.items():
                 self._loop.call_soon_threadsafe(self._on_batch, topic, partition, batch)
@@ -172,7 +157,3 @@ class IngestConsumer:
             self._consumer.list_topics(timeout=5)
         except KafkaException as exc:
             log.warning("topic metadata lookup failed", extra={"error": str(exc)})
-
-
-def _as_bytes(value: str | bytes | None) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value

@@ -19,9 +19,9 @@ from lease_store.rebuild import LeaseRebuild, PartitionPlan, RebuildStats
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.store import PartitionKey
 from topology.changelog import parse_key, purge_watermark
+from topology.consuming import as_bytes, decode_queue_record, poll_batch, watermarks
 from topology.names import LEASES_TOPIC
 from topology.producer import coordinates
-from topology.record_format import from_record
 
 log = logging.getLogger("kqs.rebuild")
 
@@ -54,7 +54,7 @@ def rebuild_leases(
     )
     try:
         bounds = {
-            t.pk: _watermarks(consumer, TopicPartition(t.topic, t.pk.partition), timeout_s)
+            t.pk: watermarks(consumer, TopicPartition(t.topic, t.pk.partition), timeout_s)
             for t in targets
         }
         rebuild = LeaseRebuild(
@@ -65,10 +65,10 @@ def rebuild_leases(
         def on_changelog(messages: list[Message]) -> None:
             before = stats.changelog_records
             for msg in messages:
-                key = parse_key(_as_bytes(msg.key()) or b"")
+                key = parse_key(as_bytes(msg.key()) or b"")
                 if key is None:
                     continue
-                raw = _as_bytes(msg.value())
+                raw = as_bytes(msg.value())
                 if key.offset is None:
                     if raw is not None:
                         rebuild.apply_purge_watermark(key.pk, purge_watermark(raw))
@@ -78,7 +78,7 @@ def rebuild_leases(
             if stats.changelog_records // _PROGRESS_EVERY > before // _PROGRESS_EVERY:
                 log.info("lease rebuild: changelog", extra={"records": stats.changelog_records})
 
-        low, high = _watermarks(consumer, TopicPartition(LEASES_TOPIC, 0), timeout_s)
+        low, high = watermarks(consumer, TopicPartition(LEASES_TOPIC, 0), timeout_s)
         _read(consumer, TopicPartition(LEASES_TOPIC, 0, low), high, on_changelog, timeout_s)
         log.info("lease rebuild: changelog read", extra={"records": stats.changelog_records})
         _replay_queue_topics(consumer, rebuild, targets, bounds, timeout_s)
@@ -129,11 +129,8 @@ def _replay_queue_topics(
     try:
         last_progress = time.monotonic()
         while pending:
-            # Wait for the first record only, then take what is already fetched.
-            first = consumer.poll(1.0)
-            messages = [] if first is None else [first]
-            if first is not None:
-                messages += consumer.consume(num_messages=10_000, timeout=0)
+            messages = poll_batch(consumer, 1.0)
+            if messages:
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > timeout_s:
                 raise TimeoutError(
@@ -150,7 +147,7 @@ def _replay_queue_topics(
                 reading = pending.get((topic, partition))
                 if reading is None or offset >= bounds[reading.pk][1]:
                     continue  # finished already, or appended after the measured end
-                batches.setdefault((topic, partition), []).append(_decode(msg))
+                batches.setdefault((topic, partition), []).append(decode_queue_record(msg))
             before = stats.queue_records
             for key, records in batches.items():
                 target = by_coordinates[key]
@@ -189,12 +186,7 @@ def _read(
         last_progress = time.monotonic()
         done = False
         while not done:
-            # consume() would wait its whole timeout to fill a batch (a second per
-            # partition): wait for the first record only, then take what is fetched.
-            first = consumer.poll(1.0)
-            messages = [] if first is None else [first]
-            if first is not None:
-                messages += consumer.consume(num_messages=10_000, timeout=0)
+            messages = poll_batch(consumer, 1.0)
             if messages:
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > timeout_s:
@@ -219,36 +211,3 @@ def _read(
                 handle(batch)
     finally:
         consumer.unassign()
-
-
-def _decode(msg: Message) -> tuple[int, StoredMessage]:
-    topic, partition, offset = coordinates(msg)
-    headers = msg.headers()
-    message = from_record(
-        topic,
-        partition,
-        offset,
-        _as_bytes(msg.key()),
-        _as_bytes(msg.value()),
-        msg.timestamp()[1],
-        [(k, _as_bytes(v)) for k, v in headers] if isinstance(headers, list) else [],
-    )
-    return offset, message
-
-
-def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
-    """Log start and end offsets, waiting out a just-created topic's leader election."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=5)
-            return int(low), int(high)
-        except KafkaException as exc:
-            if time.monotonic() > deadline:
-                raise
-            log.info("waiting for a topic leader", extra={"topic": tp.topic, "error": str(exc)})
-            time.sleep(0.2)
-
-
-def _as_bytes(value: str | bytes | None) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value
