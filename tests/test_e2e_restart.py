@@ -66,16 +66,24 @@ def test_deleted_message_stays_deleted_and_lease_survives_sigkill(
 
 
 def test_catalog_survives_a_restart(own_gateway: GatewayProcess, protocol: str) -> None:
-    # Given a queue with attributes
+    # Given a queue with attributes, a policy and tags
     sqs = _client(protocol, own_gateway.endpoint)
     name = f"catalog-{uuid.uuid4().hex[:8]}"
     url = sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "77"})["QueueUrl"]
+    policy = '{"Version":"2012-10-17","Statement":[]}'
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy, "DelaySeconds": "3"})
+    sqs.tag_queue(QueueUrl=url, Tags={"team": "payments", "env": "test"})
+    before = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     # When the gateway restarts (graceful this time)
     assert own_gateway.terminate() == 0
     own_gateway.start()
     sqs = _client(protocol, own_gateway.endpoint)
-    # Then the queue is there with its attributes: same ones are idempotent, others conflict
+    # Then the queue is there with identical attributes, policy and tags
     assert sqs.get_queue_url(QueueName=name)["QueueUrl"] == url
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"] == before
+    assert before["Policy"] == policy
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "payments", "env": "test"}
+    # and CreateQueue with the same attributes is idempotent, with others it conflicts
     assert (
         sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "77"})["QueueUrl"] == url
     )
