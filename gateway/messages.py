@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from confluent_kafka import KafkaException
 
@@ -208,16 +208,8 @@ class MessageService:
         """Move messages past maxReceiveCount to the DLQ, keeping id, body and attributes."""
         source_arn = self.queue_arn_of(source)
         for delivery in moves:
-            moved = StoredMessage(
-                message_id=delivery.message.message_id,
-                body=delivery.message.body,
-                sent_ms=delivery.message.sent_ms,
-                attributes=delivery.message.attributes,
-                sender_id=delivery.message.sender_id,
-                aws_trace_header=delivery.message.aws_trace_header,
-                message_group_id=delivery.message.message_group_id,
-                dead_letter_source_arn=source_arn,
-            )
+            # Everything is kept but the delay, which was spent in the source queue.
+            moved = replace(delivery.message, delay_s=0, dead_letter_source_arn=source_arn)
             await self.send(dlq, moved)
             self._leases.remove(pk, delivery.offset, self._clock.now_ms())
             log.info(
