@@ -9,7 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.harness import GatewayProcess, json_client, kafka_for_tests, query_client
+from lease_store.clock import ManualClock
+from lease_store.kv import KeyValueStore
+from lease_store.store import LeaseStore
+from tests.builders import T0, open_kv
+from tests.harness import GatewayProcess, NewQueue, json_client, kafka_for_tests, query_client
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +54,40 @@ def new_queue(sqs: Any) -> Callable[..., str]:
         return url
 
     return create
+
+
+@pytest.fixture(scope="module")
+def scratch_urls() -> dict[str, str]:
+    """Per test module (see `scratch_queue`): queues that no request may land in."""
+    return {}
+
+
+@pytest.fixture
+def scratch_queue(protocol: str, new_queue: NewQueue, scratch_urls: dict[str, str]) -> str:
+    """One queue per protocol for tests whose requests are all refused, so none lands in it."""
+    if protocol not in scratch_urls:
+        scratch_urls[protocol] = new_queue("scratch")
+    return scratch_urls[protocol]
+
+
+# -- lease-store unit tests: one fixture set, run per backend via `on_every_backend` -------
+
+
+@pytest.fixture
+def kv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyValueStore]:
+    store = open_kv(request.param, tmp_path / "kv")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def store(kv: KeyValueStore) -> LeaseStore:
+    return LeaseStore(kv)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import sys
 import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ from botocore.config import Config
 from topology import broker
 
 QUERY_BOTOCORE_VERSION = "1.34.89"
+# `new_queue(prefix, **attributes) -> queue URL`, the conftest fixture's type.
+NewQueue = Callable[..., str]
 ACCOUNT_ID = "000000000000"
 CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
 REGION = "us-east-1"

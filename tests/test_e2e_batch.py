@@ -8,19 +8,16 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from tests.attribute_md5 import attributes_md5
-from tests.harness import ACCOUNT_ID
+from tests.harness import ACCOUNT_ID, NewQueue
 
 TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 NOT_AVAILABLE = "Message does not exist or is not available for visibility timeout change."
-
-NewQueue = Callable[..., str]
 
 
 def error_of(excinfo: pytest.ExceptionInfo[ClientError]) -> dict[str, Any]:
@@ -52,19 +49,6 @@ def receive_all(sqs: Any, url: str, expected: int, **kwargs: Any) -> list[dict[s
         )
         messages += response.get("Messages", [])
     return messages
-
-
-@pytest.fixture(scope="module")
-def scratch_urls() -> dict[str, str]:
-    return {}
-
-
-@pytest.fixture
-def scratch_queue(protocol: str, new_queue: NewQueue, scratch_urls: dict[str, str]) -> str:
-    """One queue per protocol for tests whose requests are all refused, so none lands in it."""
-    if protocol not in scratch_urls:
-        scratch_urls[protocol] = new_queue("scratch")
-    return scratch_urls[protocol]
 
 
 # -- SendMessageBatch -----------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,9 +21,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 )
 
 from gateway import limits
-from tests.harness import ACCOUNT_ID, REGION
-
-NewQueue = Callable[..., str]
+from tests.harness import ACCOUNT_ID, REGION, NewQueue
 
 
 def error_code(excinfo: pytest.ExceptionInfo[ClientError]) -> str:

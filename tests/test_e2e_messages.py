@@ -8,20 +8,17 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from tests.attribute_md5 import attributes_md5
-from tests.harness import ACCOUNT_ID, REGION, GatewayProcess, json_client, query_client
+from tests.harness import ACCOUNT_ID, REGION, GatewayProcess, NewQueue, json_client, query_client
 
 TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 TRACE_HEADER_MD5 = "5ae4d5d7636402d80f4eb6d213245a88"
 NOT_AVAILABLE = "Message does not exist or is not available for visibility timeout change."
-
-NewQueue = Callable[..., str]
 
 
 def error_of(excinfo: pytest.ExceptionInfo[ClientError]) -> dict[str, Any]:
@@ -42,19 +39,6 @@ def receive_one(sqs: Any, url: str, **kwargs: Any) -> dict[str, Any]:
 
 def nothing_to_receive(sqs: Any, url: str, **kwargs: Any) -> bool:
     return "Messages" not in sqs.receive_message(QueueUrl=url, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def scratch_urls() -> dict[str, str]:
-    return {}
-
-
-@pytest.fixture
-def scratch_queue(protocol: str, new_queue: NewQueue, scratch_urls: dict[str, str]) -> str:
-    """One queue per protocol for tests whose requests are all refused, so none lands in it."""
-    if protocol not in scratch_urls:
-        scratch_urls[protocol] = new_queue("scratch")
-    return scratch_urls[protocol]
 
 
 ALL_TYPES: dict[str, dict[str, Any]] = {

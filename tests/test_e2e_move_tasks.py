@@ -13,9 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gateway.move_tasks import encode_handle
-from tests.harness import ACCOUNT_ID, REGION
-
-NewQueue = Callable[..., str]
+from tests.harness import ACCOUNT_ID, REGION, NewQueue
 
 NOT_A_DLQ = "Source queue must be configured as a Dead Letter Queue."
 ALREADY_RUNNING = (

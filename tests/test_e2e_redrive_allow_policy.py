@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.harness import ACCOUNT_ID, REGION
-
-NewQueue = Callable[..., str]
+from tests.harness import ACCOUNT_ID, REGION, NewQueue
 
 NOT_ALLOWED = "Reason: Source queue is not allowed by the dead-letter queue's RedriveAllowPolicy."
 

@@ -7,22 +7,13 @@ per key.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.rocks import RocksKeyValueStore
-from tests.builders import on_every_backend, open_kv
-
-
-@pytest.fixture
-def kv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyValueStore]:
-    backend: str = request.param
-    store = open_kv(backend, tmp_path / "kv")
-    yield store
-    store.close()
+from tests.builders import on_every_backend
 
 
 def put(kv: KeyValueStore, *entries: tuple[bytes, bytes]) -> None:

@@ -6,11 +6,6 @@ compaction would. A rebuild from that and the queue records must give back the s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from lease_store.clock import ManualClock
 from lease_store.kv import KeyValueStore
 from lease_store.memory import MemoryKeyValueStore
@@ -24,7 +19,6 @@ from tests.builders import (
     a_fact,
     a_partition,
     on_every_backend,
-    open_kv,
     records,
 )
 from topology.changelog import encode_state, fact_key, parse_key, purge_watermark, state_key
@@ -60,18 +54,6 @@ class CompactedChangelog:
             else:
                 assert not isinstance(value, int)
                 rebuild.apply_change(pk, offset, value)
-
-
-@pytest.fixture
-def kv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyValueStore]:
-    store = open_kv(request.param, tmp_path / "kv")
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
 
 
 def rebuilt(

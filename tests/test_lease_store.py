@@ -6,7 +6,6 @@ Time only moves when a test advances its `ManualClock`; every call is given `clo
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,6 @@ import pytest
 from lease_store import state
 from lease_store.clock import ManualClock
 from lease_store.errors import LeaseError, MessageNotAvailable, MessageNotInflight
-from lease_store.kv import KeyValueStore
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.state import MessageState
 from lease_store.store import Counts, LeaseStore, PartitionKey, ReceiveOutcome
@@ -26,7 +24,6 @@ from tests.builders import (
     a_message,
     a_partition,
     on_every_backend,
-    open_kv,
     records,
 )
 
@@ -34,24 +31,6 @@ VISIBILITY_MS = 30 * SECOND_MS
 RETENTION_MS = 4 * DAY_MS
 
 PK = a_partition()
-
-
-@pytest.fixture
-def kv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyValueStore]:
-    backend: str = request.param
-    store = open_kv(backend, tmp_path / "kv")
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def store(kv: KeyValueStore) -> LeaseStore:
-    return LeaseStore(kv)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
 
 
 def receive(

@@ -3,13 +3,7 @@ run against every `KeyValueStore` backend with a manual clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from lease_store.clock import ManualClock
-from lease_store.kv import KeyValueStore
 from lease_store.store import Counts, LeaseStore
 from tests.builders import (
     DAY_MS,
@@ -17,7 +11,6 @@ from tests.builders import (
     T0,
     a_partition,
     on_every_backend,
-    open_kv,
     records,
 )
 
@@ -25,24 +18,6 @@ RETENTION_MS = 4 * DAY_MS
 VISIBILITY_MS = 30 * SECOND_MS
 HOLD_MS = 60 * SECOND_MS
 PK = a_partition()
-
-
-@pytest.fixture
-def kv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyValueStore]:
-    backend: str = request.param
-    store = open_kv(backend, tmp_path / "kv")
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def store(kv: KeyValueStore) -> LeaseStore:
-    return LeaseStore(kv)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
 
 
 def counts(store: LeaseStore, clock: ManualClock) -> Counts:

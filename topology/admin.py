@@ -79,29 +79,23 @@ class TopicAdmin:
 
         Indexed by partition number. Raises KafkaException if the broker does not answer.
         """
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        futures = self._admin.list_offsets(
-            {TopicPartition(name, p): latest for p in range(partitions)},
-            request_timeout=REQUEST_TIMEOUT_S,
-        )
-        ends = [0] * partitions
-        for tp, future in futures.items():
-            info = await _wait(future)
-            ends[tp.partition] = int(info.offset)
-        return ends
+        return await self._list_offsets(name, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
 
     async def log_bounds(self, name: str, partitions: int) -> list[tuple[int, int]]:
         """(log start offset, end offset) of each partition, indexed by partition number."""
-        earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-        futures = self._admin.list_offsets(
-            {TopicPartition(name, p): earliest for p in range(partitions)},
-            request_timeout=REQUEST_TIMEOUT_S,
-        )
-        starts = [0] * partitions
-        for tp, future in futures.items():
-            starts[tp.partition] = int((await _wait(future)).offset)
+        starts = await self._list_offsets(name, partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
         ends = await self.end_offsets(name, partitions)
         return list(zip(starts, ends, strict=True))
+
+    async def _list_offsets(self, name: str, partitions: int, spec: OffsetSpec) -> list[int]:
+        futures = self._admin.list_offsets(
+            {TopicPartition(name, p): spec for p in range(partitions)},
+            request_timeout=REQUEST_TIMEOUT_S,
+        )
+        offsets = [0] * partitions
+        for tp, future in futures.items():
+            offsets[tp.partition] = int((await _wait(future)).offset)
+        return offsets
 
     async def committed_offsets(self, group: str, name: str, partitions: int) -> list[int | None]:
         """The consumer group's committed offset of each partition (None: never committed)."""
