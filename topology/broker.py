@@ -699,6 +699,24 @@ def stop(data_dir: Path, timeout: float = DEFAULT_STOP_TIMEOUT) -> bool:
     return True
 
 
+def kill(data_dir: Path) -> bool:
+    """SIGKILL the broker of ``data_dir``, as a crash would; True if one was running.
+
+    For crash tests: no clean shutdown, so the next start recovers the logs.
+    """
+    data_dir = Path(data_dir).expanduser().resolve()
+    pid = _running_pid(data_dir)
+    if pid is None:
+        return False
+    logger.info("killing broker pid=%d", pid)
+    _signal(pid, signal.SIGKILL)
+    if not _wait_for_exit(pid, 10.0):
+        raise BrokerError(f"kafka broker pid {pid} survived SIGKILL; check it with `ps`")
+    _CHILDREN.pop(pid, None)
+    _pid_file(data_dir).unlink(missing_ok=True)
+    return True
+
+
 def status(data_dir: Path) -> BrokerStatus:
     """Whether the broker of ``data_dir`` runs, and where it listens (from broker.json)."""
     data_dir = Path(data_dir).expanduser().resolve()
