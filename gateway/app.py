@@ -104,7 +104,7 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
     def on_deleted(record: QueueRecord) -> None:
         ingest_ref[0].unassign(record.topic, record.partitions)
         for pk in partition_keys(record):
-            leases.drop_partition(pk)
+            changelog.forget_partition(pk, leases.drop_partition(pk))
         signals.notify(record.key)
 
     registry = QueueRegistry(catalog, admin, settings.partitions, on_created, on_deleted)

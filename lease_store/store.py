@@ -417,8 +417,13 @@ class LeaseStore:
         self._commit(pk, st, batch, sync=True, report_facts=False)
         return dropped
 
-    def drop_partition(self, pk: PartitionKey) -> None:
-        """Forget everything about a partition (its queue was deleted)."""
+    def drop_partition(self, pk: PartitionKey) -> list[int]:
+        """Forget everything about a partition (its queue was deleted).
+
+        Returns the offsets of the messages it still held, so that their changelog records
+        can be removed too.
+        """
+        dropped: list[int] = []
         for tag in (b"F", b"V", b"M", b"X"):
             start = tag + pk.prefix
             end = tag + pk.prefix + b"\xff" * 16
@@ -426,11 +431,14 @@ class LeaseStore:
                 batch = WriteBatch()
                 for key, _ in rows:
                     batch.delete(key)
+                    if tag == b"F":
+                        dropped.append(_I64.unpack_from(key, 1 + len(pk.prefix))[0])
                 self._kv.write(batch)
         batch = WriteBatch()
         batch.delete(_state_key(pk))
         self._kv.write(batch, sync=True)
         self._states.pop(pk, None)
+        return dropped
 
     # -- internals -------------------------------------------------------------------------
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.harness import GatewayProcess, json_client
+from topology.consuming import as_bytes
+from topology.names import LEASES_TOPIC
 
 
 @pytest.fixture
@@ -101,3 +106,54 @@ def test_lost_lease_store_is_rebuilt_with_deletes_leases_and_receive_counts(
     assert "rebuilding the lease store" in own_gateway.log_path.read_text()
     if damage is _corrupt_leases:
         assert list(lease_dir.parent.glob("leases.corrupt-*"))
+
+
+def _changelog_latest(bootstrap: str, prefix: str) -> dict[bytes, bytes | None]:
+    """The latest value of every `__kqs_leases` key that starts with `prefix`."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kqs-test-changelog"})
+    try:
+        partition = TopicPartition(LEASES_TOPIC, 0)
+        low, high = consumer.get_watermark_offsets(partition, timeout=10)
+        consumer.assign([TopicPartition(LEASES_TOPIC, 0, low)])
+        latest: dict[bytes, bytes | None] = {}
+        position = low
+        while position < high:
+            message = consumer.poll(5)
+            assert message is not None, f"changelog read stalled at {position} of {high}"
+            assert message.error() is None, message.error()
+            position = (message.offset() or 0) + 1
+            key = as_bytes(message.key())
+            if key is not None and key.startswith(prefix.encode()):
+                latest[key] = as_bytes(message.value())
+        return latest
+    finally:
+        consumer.close()
+
+
+def test_deleted_queue_leaves_only_tombstones_in_the_changelog(
+    own_gateway: GatewayProcess,
+) -> None:
+    # Given a queue with a received message, a deleted one and a purge-free state record
+    sqs = json_client(own_gateway.endpoint)
+    name = f"forget-{uuid.uuid4().hex[:8]}"
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    for i in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
+    taken = _receive(sqs, url, 2, 600)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=taken[0]["ReceiptHandle"])
+    topics = AdminClient({"bootstrap.servers": own_gateway.bootstrap}).list_topics(timeout=10)
+    [topic] = [t for t in topics.topics if t.startswith(f"kqs.000000000000.{name}.")]
+    incarnation = topic.rsplit(".", 1)[1]
+    assert any(
+        v is not None for v in _changelog_latest(own_gateway.bootstrap, incarnation).values()
+    )
+    # When the queue is deleted
+    sqs.delete_queue(QueueUrl=url)
+    # Then every changelog key of that queue ends in a tombstone (published without waiting)
+    deadline = time.monotonic() + 20
+    while True:
+        latest = _changelog_latest(own_gateway.bootstrap, incarnation)
+        if all(v is None for v in latest.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert latest and all(v is None for v in latest.values()), latest

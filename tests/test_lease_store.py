@@ -918,9 +918,10 @@ def test_drop_partition_forgets_everything_about_it(store: LeaseStore, clock: Ma
     store.purge(PK, before_offset=1, now_ms=clock.now_ms())
 
     # When
-    store.drop_partition(PK)
+    dropped = store.drop_partition(PK)
 
-    # Then
+    # Then: what it still held is named, for the changelog to forget too
+    assert dropped == [1, 2, 3]
     assert store.applied_offset(PK) == -1
     assert counts(store, clock) == Counts()
     assert all(store.fact(PK, offset) is None for offset in range(4))

@@ -117,6 +117,19 @@ class LeaseChangelog:
         """Publish a message's removal again (a retried DeleteMessage whose first try failed)."""
         self._produce(fact_key(pk, offset), None)
 
+    def forget_partition(self, pk: PartitionKey, offsets: list[int]) -> None:
+        """Tombstone what the changelog may hold of a deleted queue's partition.
+
+        Its facts and its state record would otherwise stay in the compacted topic forever
+        (a rebuild ignores them: the queue is gone from the catalog). Deleted messages have
+        their tombstones already; facts written only by ingest were never published, and a
+        tombstone for them is harmless.
+        """
+        for offset in offsets:
+            self._produce(fact_key(pk, offset), None)
+        self._produce(state_key(pk), None)
+        self._purge_published.pop(pk, None)
+
     @contextlib.contextmanager
     def capture(self) -> Iterator[Confirmation]:
         """Collect the records produced inside the block, to await their acknowledgement."""
