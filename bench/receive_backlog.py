@@ -91,13 +91,16 @@ def fill(bootstrap: str, topic: str, count: int, body_bytes: int) -> float:
 def wait_ingested(sqs: Any, url: str, count: int, timeout_s: float) -> float:
     began = time.monotonic()
     while time.monotonic() - began < timeout_s:
+        asked = time.monotonic()
         attrs = sqs.get_queue_attributes(
             QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
         )
         have = int(attrs["Attributes"]["ApproximateNumberOfMessages"])
         if have >= count:
             return time.monotonic() - began
-        print(f"  ingested {have:,}/{count:,}", file=sys.stderr)
+        # The answer time shows whether ingestion starves requests (it must not).
+        answered_ms = (time.monotonic() - asked) * 1000
+        print(f"  ingested {have:,}/{count:,} (answered in {answered_ms:.0f} ms)", file=sys.stderr)
         time.sleep(2)
     raise TimeoutError(f"backlog of {count} not ingested within {timeout_s}s")
 

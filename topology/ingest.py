@@ -26,6 +26,10 @@ log = logging.getLogger("kqs.ingest")
 
 Batch = list[tuple[int, StoredMessage]]
 BatchHandler = Callable[[str, int, Batch], None]
+# Batches handed to the event loop and not yet applied. Without a bound, a large backlog
+# arriving at once (a Kafka producer filling a queue, a restart far behind) queues thousands
+# of callbacks ahead of the HTTP requests, which then wait for all of them.
+MAX_BATCHES_IN_FLIGHT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,7 @@ class IngestConsumer:
         self._on_batch = on_batch
         self._commands: queue.SimpleQueue[_Assign | _Unassign | _Commit] = queue.SimpleQueue()
         self._stopping = threading.Event()
+        self._in_flight = threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
         self._thread = threading.Thread(target=self._run, name="kqs-ingest", daemon=True)
 
     def start(self) -> None:
@@ -107,7 +112,17 @@ class IngestConsumer:
                 offset, stored = decode_queue_record(msg)
                 batches.setdefault((topic, partition), []).append((offset, stored))
             for (topic, partition), batch in batches.items():
-                self._loop.call_soon_threadsafe(self._on_batch, topic, partition, batch)
+                while not self._in_flight.acquire(timeout=0.1):
+                    if self._stopping.is_set():
+                        return
+                self._loop.call_soon_threadsafe(self._apply, topic, partition, batch)
+
+    def _apply(self, topic: str, partition: int, batch: Batch) -> None:
+        """Runs on the event loop: one batch into the lease store, then room for the next."""
+        try:
+            self._on_batch(topic, partition, batch)
+        finally:
+            self._in_flight.release()
 
     def _apply_commands(self) -> None:
         commands: list[_Assign | _Unassign | _Commit] = []
