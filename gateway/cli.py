@@ -15,6 +15,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from dashboard.cli import add_dashboard_subcommand
 from gateway import logs
 from gateway.app import build_app, drain
 from gateway.config import Settings
@@ -112,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _serve_parser(subparsers)
     add_kafka_subcommands(subparsers)
     add_inspect_subcommand(subparsers)
+    add_dashboard_subcommand(subparsers)
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":
