@@ -58,7 +58,7 @@ function niceStep(max, ticks) {
   const raw = max / ticks;
   const mag = Math.pow(10, Math.floor(Math.log10(raw)));
   const norm = raw / mag;
-  const step = norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 2.5 ? 2.5 : norm <= 5 ? 5 : 10;
+  const step = norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10;
   return step * mag;
 }
 
@@ -207,7 +207,7 @@ function barList(title, items, color, id) {
   shown.forEach((a, i) => {
     const top = 4 + i * rowH;
     const w = ((W - 215) * a.count) / max;
-    svg.appendChild(el("text", { class: "bar-label", x: 0, y: top + 14 }, truncate(`${a.name}=${a.value}`, 24)));
+    svg.appendChild(el("text", { class: "bar-label", x: 0, y: top + 15 }, truncate(`${a.name}=${a.value}`, 22)));
     svg.appendChild(el("path", { class: "series", d: `M160,${top + 3}h${w.toFixed(1)}v14h${(-w).toFixed(1)}Z`, fill: color, "data-series": `${a.name}=${a.value}`, "data-points": 1 }));
     svg.appendChild(el("text", { class: "axis", x: 164 + w, y: top + 14 }, compact(a.count)));
   });
