@@ -11,11 +11,9 @@ serves the dashboard on a free port, waits until it has read them all, and scree
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -24,14 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dashboard.feed import Topics
 from dashboard.server import DashboardServer
 from tests.browser import find_chromium, screenshot
-from tests.dashboard_builders import create_topics, produce, sample_traffic
+from tests.dashboard_builders import create_topics, produce, sample_traffic, summary_when
 from tests.harness import free_port
 from topology import broker
-
-
-def _records_read(url: str) -> int:
-    with urllib.request.urlopen(f"{url}api/summary", timeout=5) as response:
-        return sum(json.load(response)["feed"]["records"].values())
 
 
 def main() -> int:
@@ -62,12 +55,11 @@ def main() -> int:
             produce(info.bootstrap, records)
             gauges = sum(1 for topic, _, _ in records if topic == topics.events)
             with DashboardServer(info.bootstrap, port=free_port(), topics=topics) as server:
-                deadline = time.monotonic() + 120
-                while _records_read(server.url) < len(records):
-                    if time.monotonic() > deadline:
-                        sys.stderr.write("the dashboard did not read every record in 120 s\n")
-                        return 1
-                    time.sleep(0.5)
+                summary_when(
+                    server,
+                    lambda s: sum(s["feed"]["records"].values()) == len(records),
+                    timeout_s=120,
+                )
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 screenshot(chromium, server.url, args.out.resolve(), args.width, args.height)
                 print(f"{len(records)} records ({gauges} gauge samples) -> {args.out}")

@@ -2,7 +2,8 @@
 
 `metric`, `dlq_window` and `gauges` build one record value each (as dicts, JSON-encoded by
 `encode`); `sample_traffic` builds 45 minutes of three queues and two dead-letter queues, for
-the browser test and for `scripts/screenshot-dashboard`. `produce` writes records to Kafka.
+the browser test and for `scripts/screenshot-dashboard`. `produce` writes records to Kafka;
+`summary_when` polls a dashboard's `/api/summary` as the page does.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Iterable
+import time
+import urllib.request
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 )
 
 from dashboard.feed import Topics
+from dashboard.server import DashboardServer
 
 ACCOUNT = "000000000000"
 MINUTE_MS = 60_000
@@ -128,6 +132,29 @@ def produce(bootstrap: str, records: Iterable[Record]) -> None:
         producer.produce(topic, key=key, value=json.dumps(value).encode())
         producer.poll(0)
     assert producer.flush(30) == 0, "records not delivered"
+
+
+# -- reading the dashboard back -----------------------------------------------------------------
+
+
+def get(url: str) -> tuple[int, str, bytes]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.headers["Content-Type"], response.read()
+
+
+def summary_when(
+    server: DashboardServer, ready: Callable[[dict[str, Any]], bool], timeout_s: float = 60
+) -> dict[str, Any]:
+    """Poll `/api/summary` as the page does until `ready` holds (the feed reads in the back)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        _, _, body = get(f"{server.url}api/summary")
+        summary: dict[str, Any] = json.loads(body)
+        if ready(summary):
+            return summary
+        if time.monotonic() > deadline:
+            raise AssertionError(f"summary never got there: {json.dumps(summary)[:2000]}")
+        time.sleep(0.2)
 
 
 # -- a realistic 45 minutes ------------------------------------------------------------------

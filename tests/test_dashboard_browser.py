@@ -8,11 +8,9 @@ one in docs/ the same way).
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -24,7 +22,7 @@ import pytest
 from dashboard.feed import Topics
 from dashboard.server import DashboardServer
 from tests.browser import dump_dom, find_chromium, screenshot
-from tests.dashboard_builders import create_topics, produce, sample_traffic
+from tests.dashboard_builders import create_topics, produce, sample_traffic, summary_when
 from tests.harness import free_port
 
 QUEUE_CHARTS = {"depth", "rates", "empty", "age"}
@@ -42,12 +40,6 @@ def chromium() -> str:
     return found
 
 
-def _summary(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{url}api/summary", timeout=10) as response:
-        summary: dict[str, Any] = json.load(response)
-        return summary
-
-
 @pytest.fixture(scope="module")
 def sample_dashboard(kafka_bootstrap: str) -> Iterator[tuple[DashboardServer, dict[str, Any]]]:
     """The dashboard once it has read the whole sample, and its summary then."""
@@ -57,10 +49,9 @@ def sample_dashboard(kafka_bootstrap: str) -> Iterator[tuple[DashboardServer, di
     records = sample_traffic(topics, time.time_ns() // 1_000_000)
     produce(kafka_bootstrap, records)
     with DashboardServer(kafka_bootstrap, port=free_port(), topics=topics) as server:
-        deadline = time.monotonic() + 90
-        while sum((summary := _summary(server.url))["feed"]["records"].values()) < len(records):
-            assert time.monotonic() < deadline, "the dashboard did not read the sample"
-            time.sleep(0.5)
+        summary = summary_when(
+            server, lambda s: sum(s["feed"]["records"].values()) == len(records), timeout_s=90
+        )
         yield server, summary
 
 

@@ -6,12 +6,9 @@ feed's discovery of new topics is exercised and nothing else in the session inte
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
@@ -23,30 +20,12 @@ from tests.dashboard_builders import (
     create_topics,
     dlq_window,
     gauges,
+    get,
     metric,
     produce,
+    summary_when,
 )
 from tests.harness import free_port
-
-
-def get(url: str) -> tuple[int, str, bytes]:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.status, response.headers["Content-Type"], response.read()
-
-
-def summary_when(
-    server: DashboardServer, ready: Callable[[dict[str, Any]], bool], timeout_s: float = 60
-) -> dict[str, Any]:
-    """Poll `/api/summary` as the page does until `ready` holds (the feed reads in the back)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        _, _, body = get(f"{server.url}api/summary")
-        summary: dict[str, Any] = json.loads(body)
-        if ready(summary):
-            return summary
-        if time.monotonic() > deadline:
-            raise AssertionError(f"summary never got there: {json.dumps(summary)[:2000]}")
-        time.sleep(0.2)
 
 
 @pytest.fixture
