@@ -196,22 +196,29 @@ def _depth_series(series: list[dict[str, Any]], gauges: list[Gauges]) -> list[di
     return points
 
 
+RATES_NOW = ("sent", "received", "deleted", "empty_receives")
+
+
+def _rates_now(series: list[dict[str, Any]], now_ms: int) -> dict[str, float | None]:
+    """The latest window's rates; None before any window (no Spark job yet)."""
+    if not series:
+        return {f"{name}_per_s": None for name in RATES_NOW}
+    latest = series[-1]
+    if now_ms >= 2 * latest["end"] - latest["t"]:
+        # Spark emits no window for a minute without events: an older one is not "now".
+        return {f"{name}_per_s": 0.0 for name in RATES_NOW}
+    return {f"{name}_per_s": latest[f"{name}_per_s"] or 0.0 for name in RATES_NOW}
+
+
 def _queue_summary(account: str, name: str, queue: _Queue, now_ms: int) -> dict[str, Any]:
     series = _queue_series(queue, now_ms)
     gauges = [queue.gauges[ts] for ts in sorted(queue.gauges)]
-    latest = series[-1] if series else None
-    if latest is not None and now_ms >= 2 * latest["end"] - latest["t"]:
-        # Spark emits no window for a minute without events: an old window is not "now".
-        latest = None
     return {
         "account": account,
         "queue": name,
         "current": _current_depth(series, gauges),
-        "rates": {
-            f"{name}_per_s": (latest[f"{name}_per_s"] or 0.0) if latest else 0.0
-            for name in ("sent", "received", "deleted", "empty_receives")
-        },
-        "totals": {name: sum(point[name] or 0 for point in series) for name in COUNTS.values()},
+        "rates": _rates_now(series, now_ms),
+        "totals": {key: sum(point[key] or 0 for point in series) for key in COUNTS.values()},
         "series": series,
         "depth": _depth_series(series, gauges),
     }

@@ -169,6 +169,7 @@ def test_depth_before_any_spark_window_is_the_gauge_samples() -> None:
     assert depth[-1]["visible"] == MAX_GAUGES + 4
     assert queue["series"] == []
     assert queue["current"]["source"] == "gauges"
+    assert set(queue["rates"].values()) == {None}  # unknown until a Spark job runs, not 0
 
 
 def test_rates_now_are_zero_when_the_latest_window_is_long_past() -> None:

@@ -3,7 +3,7 @@
 "use strict";
 
 const POLL_MS = 3000;
-const MIN_SPAN_MS = 10 * 60 * 1000;
+const MIN_SPAN_MS = 5 * 60 * 1000;
 const W = 420;
 const H = 170;
 const PAD = { left: 40, right: 8, top: 8, bottom: 20 };
