@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
-    OFFSET_END,
     Consumer,
     KafkaError,
     KafkaException,
@@ -154,49 +153,37 @@ class Feed:
         next_discovery = 0.0
         try:
             while not self._stopping.is_set():
-                if time.monotonic() >= next_discovery:
-                    self._discover(consumer, assigned)
-                    complete = {topic for topic, _ in assigned} == set(self._readers)
-                    next_discovery = time.monotonic() + (
-                        REDISCOVER_EVERY_S if complete else DISCOVER_EVERY_S
-                    )
-                if not assigned:
-                    self._stopping.wait(0.5)
-                    continue
-                self._fold(poll_batch(consumer, 0.5))
+                try:
+                    if time.monotonic() >= next_discovery:
+                        self._discover(consumer, assigned)
+                        complete = {topic for topic, _ in assigned} == set(self._readers)
+                        next_discovery = time.monotonic() + (
+                            REDISCOVER_EVERY_S if complete else DISCOVER_EVERY_S
+                        )
+                    if not assigned:
+                        self._stopping.wait(0.5)
+                        continue
+                    self._fold(poll_batch(consumer, 0.5))
+                except Exception as exc:
+                    log.exception("dashboard feed failed; retrying")
+                    with self._lock:
+                        self._status.error = f"{type(exc).__name__}: {exc}"
+                    self._stopping.wait(1.0)
         finally:
             consumer.close()
 
     def _discover(self, consumer: Consumer, assigned: set[tuple[str, int]]) -> None:
         try:
-            # All topics' metadata: asking for one topic by name would let a broker with
-            # `auto.create.topics.enable` create it.
-            topics = consumer.list_topics(timeout=5).topics
-            new = [
-                TopicPartition(topic, partition, self._clock() - lookback_ms)
-                for topic, (_, lookback_ms) in self._readers.items()
-                if topic in topics and topics[topic].error is None
-                for partition in topics[topic].partitions
-                if (topic, partition) not in assigned
-            ]
-            if not new:
+            starts = self._start_offsets(consumer, assigned)
+            if not starts:
                 return
-            starts = consumer.offsets_for_times(new, timeout=10)
-            # No record that recent: start at the end, for what comes next.
-            consumer.incremental_assign(
-                [
-                    TopicPartition(
-                        tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END
-                    )
-                    for tp in starts
-                ]
-            )
+            consumer.incremental_assign(starts)
         except KafkaException as exc:
             log.warning("cannot read the analytics topics yet", extra={"error": str(exc)})
             with self._lock:
                 self._status.error = str(exc)
             return
-        assigned.update((tp.topic, tp.partition) for tp in new)
+        assigned.update((tp.topic, tp.partition) for tp in starts)
         log.info(
             "reading analytics partitions",
             extra={"partitions": sorted(f"{t}/{p}" for t, p in assigned)},
@@ -204,6 +191,36 @@ class Feed:
         with self._lock:
             self._status.partitions = len(assigned)
             self._status.error = None
+
+    def _start_offsets(
+        self, consumer: Consumer, assigned: set[tuple[str, int]]
+    ) -> list[TopicPartition]:
+        """Where each partition not assigned yet starts: its first record of the lookback."""
+        # All topics' metadata: asking for one topic by name would let a broker with
+        # `auto.create.topics.enable` create it.
+        topics = consumer.list_topics(timeout=5).topics
+        wanted = [
+            TopicPartition(topic, partition, self._clock() - lookback_ms)
+            for topic, (_, lookback_ms) in self._readers.items()
+            if topic in topics and topics[topic].error is None
+            for partition in topics[topic].partitions
+            if (topic, partition) not in assigned
+        ]
+        if not wanted:
+            return []
+        starts: list[TopicPartition] = []
+        for tp in consumer.offsets_for_times(wanted, timeout=10):
+            if tp.error is not None:
+                continue  # e.g. a new topic's leader still being elected: the next round
+            offset = tp.offset
+            if offset < 0:
+                # No record that recent: start at the end, pinned now rather than resolved
+                # at the first fetch, so a record written in between is not skipped.
+                _, offset = consumer.get_watermark_offsets(
+                    TopicPartition(tp.topic, tp.partition), timeout=5, cached=False
+                )
+            starts.append(TopicPartition(tp.topic, tp.partition, offset))
+        return starts
 
     def _fold(self, batch: list[Message]) -> None:
         if not batch:
