@@ -83,15 +83,31 @@ def _load(value: bytes | str | None) -> dict[str, Any] | None:
     return loaded
 
 
+def _number(raw: dict[str, Any], name: str) -> float | None:
+    value = raw.get(name)
+    return None if value is None else float(value)
+
+
 def _stats(raw: Any) -> Stats:
+    """The statistics of a window. Spark's `to_json` leaves out null fields (e.g. the average
+    of no samples), so only `sum` is required; the others default from it."""
+    if raw is None:
+        return Stats(0.0, 0.0, 0.0, 0.0, 0)
     if not isinstance(raw, dict):
         raise TypeError("statistics must be an object")
+    total = float(raw["sum"])
+    count = int(raw.get("sample_count") or 0)
+    average = _number(raw, "average")
+    if average is None:
+        average = total / count if count else 0.0
+    minimum = _number(raw, "minimum")
+    maximum = _number(raw, "maximum")
     return Stats(
-        sum=float(raw["sum"]),
-        average=float(raw["average"]),
-        minimum=float(raw["minimum"]),
-        maximum=float(raw["maximum"]),
-        sample_count=int(raw["sample_count"]),
+        sum=total,
+        average=average,
+        minimum=average if minimum is None else minimum,
+        maximum=average if maximum is None else maximum,
+        sample_count=count,
     )
 
 
@@ -125,8 +141,8 @@ def decode_dlq(value: bytes | str | None) -> DlqWindow | None:
             window_start_ms=int(raw["window_start"]),
             window_end_ms=int(raw["window_end"]),
             arrivals=int(raw["arrivals"]),
-            receive_count=_stats(raw["receive_count"]),
-            age_at_move_s=_stats(raw["age_at_move_s"]),
+            receive_count=_stats(raw.get("receive_count")),
+            age_at_move_s=_stats(raw.get("age_at_move_s")),
             top_attributes=tuple(
                 AttributeCount(str(a["name"]), str(a["value"]), int(a["count"])) for a in top
             ),

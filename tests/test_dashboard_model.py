@@ -255,3 +255,16 @@ def test_events_other_than_gauges_are_skipped() -> None:
     sent = {"v": 1, "type": "sent", "ts": T0, "account": "a", "queue": "q", "count": 1}
     assert decode_gauges(json.dumps(sent).encode()) is None
     assert decode_gauges(json.dumps(gauges("q", T0, 1, 2, 3, 4.0)).encode()) is not None
+
+
+def test_statistics_spark_left_out_as_null_default_from_the_sum() -> None:
+    # Spark's to_json drops null fields, e.g. the statistics of a DLQ window without ages
+    window = dlq_window("q-dlq", "q", T0, 2, [4, 6], [1.0])
+    del window["age_at_move_s"]
+    del window["receive_count"]["average"]
+    del window["receive_count"]["maximum"]
+    record = decode_dlq(json.dumps(window))
+    assert record is not None
+    assert (record.receive_count.average, record.receive_count.maximum) == (5.0, 5.0)
+    assert record.receive_count.minimum == 4
+    assert record.age_at_move_s.sample_count == 0
