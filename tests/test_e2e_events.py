@@ -26,6 +26,7 @@ from tests.harness import (
     json_client,
 )
 from tests.prometheus_text import Exposition, scrape
+from tests.workload import Workload, run_workload
 from topology.consuming import watermarks
 from topology.names import EVENTS_TOPIC
 from topology.producer import coordinates
@@ -405,3 +406,25 @@ def test_with_its_events_cluster_unreachable_a_gateway_answers_every_send_and_co
         assert metrics.value("kqs_events_dropped_total", reason="buffer_full") >= 55
     finally:
         gateway.stop()
+
+
+def test_the_shared_accuracy_workload_publishes_exactly_its_expected_events(
+    sqs: Any, gateway: GatewayProcess, kafka_bootstrap: str
+) -> None:
+    # Given N=23 sends, M=17 receives, K=11 deletes, E=3 empty receives, D=4 dead-lettered
+    workload = Workload(sends=23, receives=17, deletes=11, empty_receives=3, dead_lettered=4)
+    # When it is driven through the gateway
+    result = run_workload(sqs, workload)
+    # Then each queue's events add up to exactly what it expects, message by message
+    for queue, expected in result.expected.items():
+        events = outcome_events(kafka_bootstrap, gateway.endpoint, f"/{ACCOUNT_ID}/{queue}")
+        published: Counter[str] = Counter()
+        for event in events:
+            published[event["type"]] += event["count"]
+        assert published == expected, queue
+        if queue in result.sizes:
+            sent = {e["message_id"]: e["size"] for e in events if e["type"] == "sent"}
+            assert sent == result.sizes[queue]
+    moves = outcome_events(kafka_bootstrap, gateway.endpoint, f"/{ACCOUNT_ID}/{result.dlq}")
+    assert {e["message_id"] for e in moves} == result.moved_ids
+    assert {e["source_queue"] for e in moves} == {result.source}
