@@ -133,11 +133,13 @@ def _queue_series(queue: _Queue, now_ms: int) -> list[dict[str, Any]]:
                 end = max(end, record.window_end_ms)
         point["end"] = end
         point["complete"] = now_ms >= end
+        # Spark emits a count only for a minute with such events: none means zero. (A depth
+        # without a sample is unknown instead, and stays None: nothing is drawn.)
         for metric, name in COUNTS.items():
             record = queue.metrics.get(metric, {}).get(start)
-            point[name] = None if record is None else record.stats.sum
+            point[name] = 0.0 if record is None else record.stats.sum
             point[f"{name}_per_s"] = (
-                None
+                0.0
                 if record is None
                 else rate_per_s(record.stats.sum, start, record.window_end_ms, now_ms)
             )
@@ -207,7 +209,7 @@ def _rates_now(series: list[dict[str, Any]], now_ms: int) -> dict[str, float | N
     if now_ms >= 2 * latest["end"] - latest["t"]:
         # Spark emits no window for a minute without events: an older one is not "now".
         return {f"{name}_per_s": 0.0 for name in RATES_NOW}
-    return {f"{name}_per_s": latest[f"{name}_per_s"] or 0.0 for name in RATES_NOW}
+    return {f"{name}_per_s": latest[f"{name}_per_s"] for name in RATES_NOW}
 
 
 def _queue_summary(account: str, name: str, queue: _Queue, now_ms: int) -> dict[str, Any]:
@@ -218,7 +220,7 @@ def _queue_summary(account: str, name: str, queue: _Queue, now_ms: int) -> dict[
         "queue": name,
         "current": _current_depth(series, gauges),
         "rates": _rates_now(series, now_ms),
-        "totals": {key: sum(point[key] or 0 for point in series) for key in COUNTS.values()},
+        "totals": {key: sum(point[key] for point in series) for key in COUNTS.values()},
         "series": series,
         "depth": _depth_series(series, gauges),
     }

@@ -100,6 +100,15 @@ def test_a_window_older_than_every_kept_one_is_dropped_once_full() -> None:
     assert all(p["sent"] == 1 for p in series)
 
 
+def test_a_count_spark_did_not_emit_for_a_window_is_zero() -> None:
+    # Given a minute with depth samples but no receive at all
+    model = DashboardModel()
+    fold_metric(model, queue="q", name="NumberOfMessagesSent", window_start_ms=T0, total=6)
+    # Then its empty receives are 0 (drawn), not unknown
+    point = only_queue(model.summary(T0 + 2 * MINUTE_MS))["series"][0]
+    assert (point["empty_receives"], point["received_per_s"]) == (0.0, 0.0)
+
+
 def test_depth_is_the_window_average_and_age_the_window_maximum() -> None:
     model = DashboardModel()
     fold_metric(

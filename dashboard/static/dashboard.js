@@ -97,6 +97,7 @@ function frame(domain, yMax, yFormat) {
   }
   const tickMs = niceTimeStep(t1 - t0);
   for (let t = Math.ceil(t0 / tickMs) * tickMs; t <= t1; t += tickMs) {
+    if (x(t) > W - 14) continue; // a label there would be cut off at the edge
     svg.appendChild(el("text", { class: "axis", x: x(t), y: H - 5, "text-anchor": "middle" }, clock(t)));
   }
   return { svg, x, y };
