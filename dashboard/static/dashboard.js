@@ -145,8 +145,42 @@ function chart(title, series, options) {
   else if (kind === "area") drawStacked(svg, series, x, y);
   else if (kind === "bar") drawBars(svg, series, x, y, options.windowMs || 60000);
   else drawLines(svg, series, x, y);
+  if (pointCount > 0) hover(svg, series, x, options.yFormat || compact);
   box.appendChild(svg);
   return box;
+}
+
+// A guide line and the values of every series at the point in time nearest the pointer.
+function hover(svg, series, x, yFormat) {
+  const times = [...new Set(series.flatMap((s) => s.points.map(([t]) => t)))].sort((a, b) => a - b);
+  const values = series.map((s) => new Map(s.points));
+  const guide = el("line", { class: "guide", y1: PAD.top, y2: H - PAD.bottom, visibility: "hidden" });
+  const back = el("rect", { class: "tip-back", rx: 3, visibility: "hidden" });
+  const tip = el("text", { class: "tip", y: PAD.top + 12, visibility: "hidden" });
+  svg.append(guide, back, tip);
+  const show = (visible) => [guide, back, tip].forEach((n) => n.setAttribute("visibility", visible ? "visible" : "hidden"));
+  svg.addEventListener("mousemove", (event) => {
+    const box = svg.getBoundingClientRect();
+    const px = ((event.clientX - box.left) * W) / box.width;
+    let t = times[0];
+    for (const candidate of times) if (Math.abs(x(candidate) - px) < Math.abs(x(t) - px)) t = candidate;
+    guide.setAttribute("x1", x(t));
+    guide.setAttribute("x2", x(t));
+    const parts = series
+      .map((s, i) => (values[i].has(t) ? `${s.name} ${yFormat(values[i].get(t))}` : null))
+      .filter((part) => part !== null);
+    tip.textContent = `${clock(t, true)}  ${parts.join(" · ")}`;
+    const right = x(t) > W / 2;
+    tip.setAttribute("x", right ? x(t) - 6 : x(t) + 6);
+    tip.setAttribute("text-anchor", right ? "end" : "start");
+    show(true);
+    const text = tip.getBBox();
+    back.setAttribute("x", text.x - 3);
+    back.setAttribute("y", text.y - 2);
+    back.setAttribute("width", text.width + 6);
+    back.setAttribute("height", text.height + 4);
+  });
+  svg.addEventListener("mouseleave", () => show(false));
 }
 
 function drawLines(svg, series, x, y) {
