@@ -1,4 +1,4 @@
-"""``kqs analytics``: run the Spark jobs locally; ``kqs analytics fetch``: resolve their jars.
+"""``kqs analytics``: the Spark jobs (local[2]) and the dashboard; ``fetch``: resolve their jars.
 
 Nothing here imports pyspark at import time, so the ``kqs`` command starts fast and works
 without the ``analytics`` extra installed until these subcommands are used.
@@ -7,15 +7,19 @@ without the ``analytics`` extra installed until these subcommands are used.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
+from pathlib import Path
+
+from spark_streaming.settings import AnalyticsSettings, add_run_arguments, settings_from
+
+log = logging.getLogger("kqs.analytics")
 
 
 def add_analytics_subcommand(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse.ArgumentParser:
-    from spark_streaming.settings import add_run_arguments
-
     analytics = subparsers.add_parser(
         "analytics",
         help="run the Spark analytics (metrics, DLQ) on __kqs_events (local[2] by default)",
@@ -23,6 +27,12 @@ def add_analytics_subcommand(
         "metrics and DLQ analytics from __kqs_events, to Kafka topics and Parquet files.",
     )
     add_run_arguments(analytics, master_default="local[2]")
+    analytics.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=9325,
+        help="serve the dashboard on this port (%(default)s); 0 = no dashboard",
+    )
     analytics.set_defaults(func=_cmd_run)
     commands = analytics.add_subparsers(dest="analytics_command", metavar="COMMAND")
     fetch = commands.add_parser(
@@ -36,6 +46,17 @@ def add_analytics_subcommand(
 def _progress_logging() -> None:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+
+
+def _embedded_or_configured_bootstrap(args: argparse.Namespace) -> str:
+    if args.bootstrap:
+        return str(args.bootstrap)
+    from topology import broker
+
+    status = broker.status(Path(args.data_dir) / "kafka")
+    if status.running and status.bootstrap:
+        return status.bootstrap
+    return AnalyticsSettings().bootstrap
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
@@ -53,12 +74,28 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from spark_streaming import jars, jobs
-    from spark_streaming.settings import settings_from
 
-    _progress_logging()
+    jobs.configure_logging()
+    args.bootstrap = _embedded_or_configured_bootstrap(args)
     try:
         resolved = jars.fetch()
     except jars.JarsError as error:
         sys.stderr.write(f"kqs analytics: error: {error}\n")
         return 1
-    return jobs.run(settings_from(args), resolved, args.master)
+    with contextlib.ExitStack() as stack:
+        if args.dashboard_port:
+            # The dashboard is its own package; it reads the topics these jobs write.
+            from dashboard.server import DashboardServer
+
+            try:
+                server = stack.enter_context(
+                    DashboardServer(args.bootstrap, port=args.dashboard_port)
+                )
+            except OSError as error:
+                sys.stderr.write(
+                    f"kqs analytics: dashboard cannot listen on port {args.dashboard_port}: "
+                    f"{error} (use --dashboard-port)\n"
+                )
+                return 1
+            log.info("dashboard", extra={"url": server.url})
+        return jobs.run(settings_from(args), resolved, args.master)

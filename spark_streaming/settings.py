@@ -74,8 +74,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, master_default: str | 
     )
     parser.add_argument(
         "--bootstrap",
-        default=defaults.bootstrap,
-        help="Kafka bootstrap servers ($KQS_KAFKA_BOOTSTRAP, default %(default)s)",
+        default=os.environ.get("KQS_KAFKA_BOOTSTRAP", ""),
+        help="Kafka bootstrap servers (default: $KQS_KAFKA_BOOTSTRAP, else the embedded broker "
+        "of <data-dir>/kafka that `kqs serve` started, else 127.0.0.1:9092)",
     )
     parser.add_argument(
         "--data-dir",
@@ -105,7 +106,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, master_default: str | 
 def settings_from(args: argparse.Namespace) -> AnalyticsSettings:
     return replace(
         AnalyticsSettings(),
-        bootstrap=args.bootstrap,
+        bootstrap=args.bootstrap or AnalyticsSettings().bootstrap,
         data_dir=str(args.data_dir),
         trigger_seconds=args.trigger_seconds,
         watermark_seconds=args.watermark_seconds,

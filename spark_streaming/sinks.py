@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -39,6 +38,7 @@ def prepare_topics(
     waits for it. Returns early if ``stop`` is set.
     """
     try:
+        from confluent_kafka import KafkaException
         from confluent_kafka.admin import (  # type: ignore[attr-defined]  # not in __all__
             AdminClient,
             NewTopic,
@@ -47,21 +47,22 @@ def prepare_topics(
         log.warning("confluent-kafka not installed; not creating the output topics")
         return
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
-    existing = set(admin.list_topics(timeout=timeout_s).topics)
-    _create_outputs(admin, NewTopic, settings, existing, timeout_s)
-    waiting_logged = False
-    while settings.events_topic not in existing:
-        if not waiting_logged:
-            log.info(
-                "waiting for the events topic (created by the first `kqs serve`)",
-                extra={"topic": settings.events_topic, "bootstrap": settings.bootstrap},
-            )
-            waiting_logged = True
-        if stop is not None and stop.wait(2.0):
-            return
-        if stop is None:
-            time.sleep(2.0)
-        existing = set(admin.list_topics(timeout=timeout_s).topics)
+    stop = stop or threading.Event()
+    announced = ""
+    while not stop.is_set():
+        try:
+            existing = set(admin.list_topics(timeout=timeout_s).topics)
+        except KafkaException as error:  # the cluster is not up yet (`kqs serve` starts it)
+            reason = f"waiting for Kafka at {settings.bootstrap}: {error}"
+        else:
+            if settings.events_topic in existing:
+                _create_outputs(admin, NewTopic, settings, existing, timeout_s)
+                return
+            reason = f"waiting for {settings.events_topic} (the gateway creates it)"
+        if reason != announced:
+            log.info(reason)
+            announced = reason
+        stop.wait(2.0)
 
 
 def _create_outputs(
