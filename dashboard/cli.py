@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -66,6 +67,9 @@ def dashboard_bootstrap(configured: str, data_dir: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(Settings().log_format)
-    return run_dashboard(
-        dashboard_bootstrap(args.kafka_bootstrap, args.data_dir), args.host, args.port
-    )
+    bootstrap = dashboard_bootstrap(args.kafka_bootstrap, args.data_dir)
+    try:
+        return run_dashboard(bootstrap, args.host, args.port)
+    except OSError as error:  # the port is taken, or the address is not this machine's
+        sys.stderr.write(f"kqs dashboard: cannot listen on {args.host}:{args.port}: {error}\n")
+        return 1

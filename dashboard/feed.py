@@ -198,7 +198,7 @@ class Feed:
         """Where each partition not assigned yet starts: its first record of the lookback."""
         # All topics' metadata: asking for one topic by name would let a broker with
         # `auto.create.topics.enable` create it.
-        topics = consumer.list_topics(timeout=5).topics
+        topics = consumer.list_topics(timeout=3).topics
         wanted = [
             TopicPartition(topic, partition, self._clock() - lookback_ms)
             for topic, (_, lookback_ms) in self._readers.items()
