@@ -6,6 +6,8 @@ feed's discovery of new topics is exercised and nothing else in the session inte
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -155,3 +157,19 @@ def test_a_port_in_use_fails_at_start(kafka_bootstrap: str, dashboard: Dashboard
     port = int(dashboard.url.rsplit(":", 1)[1].rstrip("/"))
     with pytest.raises(OSError):
         DashboardServer(kafka_bootstrap, port=port).start()
+
+
+def test_kqs_dashboard_on_a_port_in_use_exits_1_saying_why(
+    kafka_bootstrap: str, dashboard: DashboardServer
+) -> None:
+    port = dashboard.url.rsplit(":", 1)[1].rstrip("/")
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "dashboard", "--port", port]
+        + ["--kafka-bootstrap", kafka_bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert f"kqs dashboard: cannot listen on 127.0.0.1:{port}" in result.stderr
