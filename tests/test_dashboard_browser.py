@@ -105,9 +105,15 @@ class _Page(HTMLParser):
             card["text"].append(data.strip())
 
 
-def _compact(v: float) -> str:
-    """The page's number format, for the integers the test compares."""
-    return str(round(v)) if v < 1000 else f"{v / 1000:.1f}k"
+def _compact(v: int) -> str:
+    """The page's number format (`compact` in dashboard.js), for the counts the test compares."""
+    if v >= 1_000_000:
+        return f"{v / 1_000_000:.1f}M"
+    if v >= 10_000:
+        return f"{v / 1000:.0f}k"
+    if v >= 1000:
+        return f"{v / 1000:.1f}k"
+    return str(v)
 
 
 def _figure(text: list[str], label: str) -> str:
