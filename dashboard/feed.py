@@ -127,6 +127,7 @@ class Feed:
     def summary(self) -> dict[str, Any]:
         now_ms = self._clock()
         with self._lock:
+            self._model.prune(now_ms - LOOKBACK_MS)
             summary = self._model.summary(now_ms)
             summary["feed"] = {
                 "bootstrap": self.bootstrap,

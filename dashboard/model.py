@@ -7,6 +7,8 @@ Theory of operation. Records are folded in as they are read (`apply_*`), in any 
   `MAX_WINDOWS` windows are kept; a record older than all of them, once full, is dropped.
 * A DLQ window is kept the same way per (account, DLQ, source queue, window start).
 * Gauges (the gateway's ~10 s depth samples) are kept per queue, the latest `MAX_GAUGES`.
+* `prune(before_ms)` forgets what is older than the page shows (an hour), so a deleted
+  queue's cards go away.
 
 `summary(now_ms)` turns the model into what the page draws. Counts become rates per second:
 a complete window's sum over its length (60 s), the current window's sum over the time it has
@@ -105,6 +107,25 @@ class DashboardModel:
     def apply_gauges(self, record: Gauges) -> None:
         queue = self.queues.setdefault((record.account, record.queue), _Queue())
         _keep_latest(queue.gauges, record.ts_ms, record, MAX_GAUGES)
+
+    def prune(self, before_ms: int) -> None:
+        """Forget windows that ended, and gauge samples taken, before `before_ms`, and the
+        queues and DLQ sources left with nothing: a deleted queue leaves the page an hour on."""
+        for key, queue in list(self.queues.items()):
+            for metric, windows in list(queue.metrics.items()):
+                for start in [s for s, w in windows.items() if w.window_end_ms < before_ms]:
+                    del windows[start]
+                if not windows:
+                    del queue.metrics[metric]
+            for ts in [ts for ts in queue.gauges if ts < before_ms]:
+                del queue.gauges[ts]
+            if not queue.metrics and not queue.gauges:
+                del self.queues[key]
+        for dlq_key, dlq_windows in list(self.dlqs.items()):
+            for start in [s for s, w in dlq_windows.items() if w.window_end_ms < before_ms]:
+                del dlq_windows[start]
+            if not dlq_windows:
+                del self.dlqs[dlq_key]
 
     # -- what the page draws --------------------------------------------------------------
 

@@ -277,3 +277,28 @@ def test_statistics_spark_left_out_as_null_default_from_the_sum() -> None:
     assert (record.receive_count.average, record.receive_count.maximum) == (5.0, 5.0)
     assert record.receive_count.minimum == 4
     assert record.age_at_move_s.sample_count == 0
+
+
+def test_pruning_forgets_old_windows_and_queues_left_empty() -> None:
+    # Given a queue deleted long ago, and one with an old and a recent window
+    model = DashboardModel()
+    fold_metric(model, queue="gone", name="NumberOfMessagesSent", window_start_ms=T0, total=1)
+    fold_gauges(model, "gone", T0, 1, 0, 0, 1.0)
+    fold_metric(model, queue="live", name="NumberOfMessagesSent", window_start_ms=T0, total=1)
+    later = T0 + 90 * MINUTE_MS
+    fold_metric(model, queue="live", name="NumberOfMessagesSent", window_start_ms=later, total=2)
+    for window in (
+        dlq_window("gone-dlq", "gone", T0, 1, [3], [5.0]),
+        dlq_window("live-dlq", "live", later, 1, [3], [5.0]),
+    ):
+        record = decode_dlq(json.dumps(window))
+        assert record is not None
+        model.apply_dlq(record)
+    # When pruned to the last hour
+    model.prune(later - 60 * MINUTE_MS)
+    # Then only the recent window, its queue and its DLQ source remain
+    summary = model.summary(later + MINUTE_MS)
+    assert [(q["queue"], [p["sent"] for p in q["series"]]) for q in summary["queues"]] == [
+        ("live", [2])
+    ]
+    assert [d["dlq"] for d in summary["dlqs"]] == ["live-dlq"]
