@@ -38,6 +38,8 @@ from spark_streaming.settings import AnalyticsSettings, add_run_arguments, setti
 log = logging.getLogger("kqs.analytics")
 
 QUERY_NAMES = ("metrics-kafka", "metrics-parquet", "dlq-kafka", "dlq-parquet")
+# On Ctrl-C, how long the running batches (all queries together) may take to finish.
+STOP_PATIENCE_S = 10.0
 
 
 def build_session(
@@ -179,6 +181,10 @@ def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -
         return 0
     began = time.monotonic()
     spark = build_session(settings, jars, master)
+    # SparkContext installs its own SIGINT handler, which calls into the JVM from inside
+    # whatever py4j call is running (a reentrant read that fails) and does not stop streaming
+    # queries; ours only sets a flag the loop below acts on.
+    signal.signal(signal.SIGINT, request_stop)
     queries: list[StreamingQuery] = []
     try:
         queries = start_queries(spark, settings, settings.trigger_seconds)
@@ -204,10 +210,22 @@ def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -
                     return 1
         return 0
     finally:
+        deadline = time.monotonic() + STOP_PATIENCE_S
         for query in queries:
-            query.stop()
+            _stop_between_batches(query, deadline)
         spark.stop()
         log.info("analytics stopped")
+
+
+def _stop_between_batches(query: StreamingQuery, deadline: float) -> None:
+    """Stop ``query``, after its running batch if that ends before ``deadline`` (monotonic).
+
+    A batch cut short is simply run again from the checkpoint at the next start (Spark logs
+    the aborted write as an error), but letting it finish avoids repeating its Kafka output.
+    """
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    query.stop()
 
 
 class KeyValueFormatter(logging.Formatter):
