@@ -150,6 +150,23 @@ function chart(title, series, options) {
   return box;
 }
 
+// The chart under the mouse, kept across the re-render of every poll so its tip stays up.
+let pointer = null;
+
+function chartKey(svg) {
+  const card = svg.closest(".card");
+  return `${card.dataset.queue || ""}|${card.dataset.dlq || ""}|${svg.closest(".chart").dataset.chart}`;
+}
+
+function restorePointer() {
+  if (!pointer) return;
+  for (const svg of document.querySelectorAll("svg.plot")) {
+    if (chartKey(svg) === pointer.key) {
+      svg.dispatchEvent(new MouseEvent("mousemove", { clientX: pointer.clientX, clientY: pointer.clientY }));
+    }
+  }
+}
+
 // A guide line and the values of every series at the point in time nearest the pointer.
 function hover(svg, series, x, yFormat) {
   const times = [...new Set(series.flatMap((s) => s.points.map(([t]) => t)))].sort((a, b) => a - b);
@@ -179,8 +196,12 @@ function hover(svg, series, x, yFormat) {
     back.setAttribute("y", text.y - 2);
     back.setAttribute("width", text.width + 6);
     back.setAttribute("height", text.height + 4);
+    pointer = { key: chartKey(svg), clientX: event.clientX, clientY: event.clientY };
   });
-  svg.addEventListener("mouseleave", () => show(false));
+  svg.addEventListener("mouseleave", () => {
+    show(false);
+    pointer = null;
+  });
 }
 
 function drawLines(svg, series, x, y) {
@@ -382,6 +403,7 @@ function render(summary) {
     `Kafka ${feed.bootstrap} · ${compact(records)} records · updated ${clock(now, true)}` +
     (feed.error ? ` · ${feed.error}` : "");
   document.body.dataset.updated = String(now);
+  restorePointer();
 }
 
 async function poll() {
