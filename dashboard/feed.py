@@ -209,17 +209,20 @@ class Feed:
         ]
         if not wanted:
             return []
+        # The ends first: a partition with no record that recent starts at the end it had
+        # before the lookup, so a record written meanwhile is read, not skipped (which
+        # OFFSET_END, resolved at the first fetch, would do).
+        ends = {
+            (tp.topic, tp.partition): consumer.get_watermark_offsets(
+                TopicPartition(tp.topic, tp.partition), timeout=5, cached=False
+            )[1]
+            for tp in wanted
+        }
         starts: list[TopicPartition] = []
         for tp in consumer.offsets_for_times(wanted, timeout=10):
             if tp.error is not None:
                 continue  # e.g. a new topic's leader still being elected: the next round
-            offset = tp.offset
-            if offset < 0:
-                # No record that recent: start at the end, pinned now rather than resolved
-                # at the first fetch, so a record written in between is not skipped.
-                _, offset = consumer.get_watermark_offsets(
-                    TopicPartition(tp.topic, tp.partition), timeout=5, cached=False
-                )
+            offset = tp.offset if tp.offset >= 0 else ends[(tp.topic, tp.partition)]
             starts.append(TopicPartition(tp.topic, tp.partition, offset))
         return starts
 

@@ -139,6 +139,7 @@ function chart(title, series, options) {
     for (const s of series) for (const [, v] of s.points) yMax = Math.max(yMax, v);
   }
   const { svg, x, y } = frame(options.domain, yMax, options.yFormat || compact);
+  svg.setAttribute("aria-label", title);
   const pointCount = series.reduce((n, s) => n + s.points.length, 0);
   box.dataset.points = String(pointCount);
   if (pointCount === 0) noData(svg);
@@ -393,8 +394,14 @@ function render(summary) {
   const now = summary.now_ms;
   const queues = document.getElementById("queues");
   const dlqs = document.getElementById("dlqs");
-  if (summary.queues.length) queues.replaceChildren(...summary.queues.map((q) => queueCard(q, now)));
-  if (summary.dlqs.length) dlqs.replaceChildren(...summary.dlqs.map((d) => dlqCard(d, now)));
+  queues.replaceChildren(
+    ...(summary.queues.length
+      ? summary.queues.map((q) => queueCard(q, now))
+      : [html("p", "empty", "No queue metrics yet: run kqs analytics and send some messages.")])
+  );
+  dlqs.replaceChildren(
+    ...(summary.dlqs.length ? summary.dlqs.map((d) => dlqCard(d, now)) : [html("p", "empty", "No dead-letter moves yet.")])
+  );
   const status = document.getElementById("status");
   const feed = summary.feed;
   const records = Object.values(feed.records).reduce((a, b) => a + b, 0);
