@@ -37,7 +37,6 @@ from spark_streaming.settings import AnalyticsSettings, add_run_arguments, setti
 
 log = logging.getLogger("kqs.analytics")
 
-QUERY_NAMES = ("metrics-kafka", "metrics-parquet", "dlq-kafka", "dlq-parquet")
 # On Ctrl-C, how long the running batches (all queries together) may take to finish.
 STOP_PATIENCE_S = 10.0
 
