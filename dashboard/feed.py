@@ -30,13 +30,9 @@ from confluent_kafka import (
 from dashboard.model import DashboardModel
 from dashboard.records import decode_dlq, decode_gauges, decode_metric
 from topology.consuming import poll_batch
-from topology.names import EVENTS_TOPIC
+from topology.names import DASHBOARD_GROUP, DLQ_ANALYTICS_TOPIC, EVENTS_TOPIC, METRICS_TOPIC
 
 log = logging.getLogger("kqs.dashboard")
-
-METRICS_TOPIC = "__kqs_metrics"
-DLQ_ANALYTICS_TOPIC = "__kqs_dlq_analytics"
-DASHBOARD_GROUP = "kqs-dashboard"  # never committed; librdkafka wants a group id anyway
 
 LOOKBACK_MS = 60 * 60 * 1000
 EVENTS_LOOKBACK_MS = 10 * 60 * 1000
