@@ -162,6 +162,8 @@ class Feed:
                         continue
                     self._fold(poll_batch(consumer, 0.5))
                 except Exception as exc:
+                    # A dead thread would leave the page frozen on old figures: show the
+                    # failure on the page and go on.
                     log.exception("dashboard feed failed; retrying")
                     with self._lock:
                         self._status.error = f"{type(exc).__name__}: {exc}"
