@@ -35,8 +35,10 @@ CONNECTOR = f"spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}"
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 FETCH_TIMEOUT_S = 30 * 60.0
 _MARKER = ".kqs-complete"
-# "kafka-clients-3.9.1.jar" -> "kafka-clients"; classifiers ("-tests") are not used here.
-_ARTIFACT = re.compile(r"^(?P<artifact>.+?)-\d[^-]*(?:-[A-Za-z][\w.]*)?\.jar$")
+# "<artifact>-<version>[-<classifier>].jar", where the version is one or more dash-separated
+# parts that start with a digit ("zstd-jni-1.5.6-9") and the artifact may hold digits after
+# a dash itself ("spark-sql-kafka-0-10_2.13", "log4j-1.2-api").
+_ARTIFACT = re.compile(r"^(?P<artifact>.+?)(?:-\d[^-_]*)+(?:-[A-Za-z][\w.]*)*\.jar$")
 
 
 class JarsError(RuntimeError):
