@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from spark_streaming import jobs
 from spark_streaming.settings import EVENTS_TOPIC, AnalyticsSettings
-from tests.harness import ACCOUNT_ID, GatewayProcess
+from tests.harness import ACCOUNT_ID, REGION, GatewayProcess
 from tests.test_e2e_events import events_published, read_events
 from tests.workload import Workload, run_workload
 
@@ -104,6 +104,8 @@ def test_spark_metrics_and_dlq_analytics_equal_a_known_workload_exactly(
     # driven through the gateway, and all their events in Kafka
     workload = Workload(sends=23, receives=17, deletes=11, empty_receives=3, dead_lettered=4)
     result = run_workload(sqs, workload, prefix="spark")
+    # and, into a DLQ of their own, three messages with attributes (color red, red, blue)
+    colored_dlq = dead_letter_with_attributes(sqs, ["red", "red", "blue"])
     events_published(gateway.endpoint)
     next_minute_ms = (time.time_ns() // 60_000_000_000 + 1) * 60_000
     wait_for_an_event_stamped_at_or_after(kafka_bootstrap, next_minute_ms)
@@ -180,3 +182,46 @@ def test_spark_metrics_and_dlq_analytics_equal_a_known_workload_exactly(
     dlq_files = spark.read.parquet(settings.dlq_path).where(F.col("dlq") == result.dlq).collect()
     assert sum(r.arrivals for r in dlq_files) == workload.dead_lettered
     assert {r.source_queue for r in dlq_files} == {result.source}
+
+    # And the attribute values of dead-lettered messages are counted
+    colored = [
+        r for r in latest(read_topic(kafka_bootstrap, settings.dlq_topic), "dlq", "source_queue")
+        if r["dlq"] == colored_dlq
+    ]  # fmt: skip
+    top: dict[tuple[str, str], int] = defaultdict(int)
+    for record in colored:
+        for entry in record["top_attributes"]:
+            top[(entry["name"], entry["value"])] += entry["count"]
+    assert dict(top) == {("color", "red"): 2, ("color", "blue"): 1}
+
+
+def dead_letter_with_attributes(sqs: Any, colors: list[str]) -> str:
+    """Send one message per color (attribute `color`) to a fresh queue whose RedrivePolicy
+    moves a message after one receive, receive them all, make them visible again and
+    receive once more, which moves them to a fresh DLQ; returns the DLQ's name."""
+    tag = uuid.uuid4().hex[:10]
+    dlq, source = f"spark-colors-dlq-{tag}", f"spark-colors-{tag}"
+    sqs.create_queue(QueueName=dlq)
+    redrive = {
+        "deadLetterTargetArn": f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{dlq}",
+        "maxReceiveCount": 1,
+    }
+    url = sqs.create_queue(QueueName=source, Attributes={"RedrivePolicy": json.dumps(redrive)})[
+        "QueueUrl"
+    ]
+    for color in colors:
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody=color,
+            MessageAttributes={"color": {"DataType": "String", "StringValue": color}},
+        )
+    leased: dict[str, str] = {}
+    while len(leased) < len(colors):
+        for message in sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600, WaitTimeSeconds=1
+        ).get("Messages", []):
+            leased[message["MessageId"]] = message["ReceiptHandle"]
+    for handle in leased.values():
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
+    return dlq
