@@ -59,7 +59,21 @@ def _embedded_or_configured_bootstrap(args: argparse.Namespace) -> str:
     return AnalyticsSettings().bootstrap
 
 
+def _pyspark_missing() -> bool:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        sys.stderr.write(
+            "kqs analytics: PySpark is not installed; install the analytics extra "
+            "(scripts/analytics does it, or: pip install -e '.[analytics]')\n"
+        )
+        return True
+    return False
+
+
 def _cmd_fetch(args: argparse.Namespace) -> int:
+    if _pyspark_missing():
+        return 1
     from spark_streaming import jars
 
     _progress_logging()
@@ -73,6 +87,8 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if _pyspark_missing():
+        return 1
     from spark_streaming import jars, jobs
 
     jobs.configure_logging()
