@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -19,15 +20,19 @@ from confluent_kafka import KafkaException
 from gateway.auth import caller_of
 from gateway.backlog import commit_backlog_offsets
 from gateway.config import Settings
-from gateway.context import RequestContext
+from gateway.context import RequestContext, RequestNotes
 from gateway.dispatch import ACTIONS
 from gateway.errors import InternalError, ServiceUnavailable, SqsError, for_domain_error
+from gateway.events import KafkaEventSink
 from gateway.expiry import expire_messages
+from gateway.gauges import publish_gauges
 from gateway.lease_recovery import open_lease_store
 from gateway.messages import MessageService
+from gateway.metrics import CONTENT_TYPE, QueueGauge, RequestMetrics, Snapshot, render
 from gateway.move_tasks import MoveTasks
 from gateway.params import Params
 from gateway.protocol import (
+    Protocol,
     detect_protocol,
     new_request_id,
     read_request,
@@ -45,6 +50,7 @@ from lease_store.store import LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
+from topology.events import EventPublisher, ensure_events_topic
 from topology.ingest import IngestConsumer
 from topology.producer import AsyncProducer, ProduceFailed
 
@@ -52,6 +58,7 @@ log = logging.getLogger("kqs.gateway")
 
 RUNTIME = web.AppKey("runtime", Runtime)
 SIGNALS = web.AppKey("signals", QueueSignals)
+REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
 # Requests can carry a 1 MiB message whose form encoding is up to three times larger.
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 
@@ -77,12 +84,66 @@ class _Parts:
     backlog: asyncio.Task[None]
     expiry: asyncio.Task[None]
     move_tasks: MoveTasks
+    events: EventPublisher
+    gauges: asyncio.Task[None]
+    background: list[asyncio.Task[None]]
+    sink: KafkaEventSink
+    changelog: LeaseChangelog
+
+    def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
+        """What `/metrics` reads besides the request metrics, now."""
+        queues = []
+        for record in registry.all_active():
+            counts = messages.counts(record)
+            queues.append(
+                QueueGauge(
+                    record.account_id,
+                    record.name,
+                    counts.visible,
+                    counts.in_flight,
+                    counts.delayed,
+                    messages.oldest_message_age_s(record),
+                )
+            )
+        return Snapshot(
+            queues=queues,
+            events_published=self.events.published,
+            events_dropped=self.events.dropped,
+            events_buffered=self.events.buffered,
+            events_errors=self.sink.errors,
+            producers={
+                "messages": self.producer.statistics.latest,
+                "events": self.events.statistics.latest,
+            },
+            changelog_records=self.changelog.published,
+            changelog_failures=self.changelog.failures,
+        )
+
+
+PARTS = web.AppKey("parts", _Parts)
+
+
+async def _ensure_events_topic(settings: Settings, bootstrap: str) -> list[asyncio.Task[None]]:
+    """Create `__kqs_events`; on another cluster, in the background, never failing start-up."""
+    if not settings.events_bootstrap or settings.events_bootstrap == bootstrap:
+        admin = TopicAdmin(bootstrap, settings.replication_factor)
+        await ensure_events_topic(admin, settings.partitions)
+        return []
+    admin = TopicAdmin(settings.events_bootstrap, settings.replication_factor)
+
+    async def ensure() -> None:
+        try:
+            await ensure_events_topic(admin, settings.partitions)
+        except KafkaException as exc:
+            log.warning("events topic not created", extra={"error": str(exc)})
+
+    return [asyncio.create_task(ensure())]
 
 
 async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Parts:
     loop = asyncio.get_running_loop()
     bootstrap = settings.kafka_bootstrap
-    producer = AsyncProducer(bootstrap)
+    producer = AsyncProducer(bootstrap, statistics=True)
     admin = TopicAdmin(bootstrap, settings.replication_factor)
     catalog = Catalog(bootstrap, admin, producer)
     await catalog.ensure_topic()
@@ -92,6 +153,9 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
     leases = await open_lease_store(
         settings.lease_dir, bootstrap, records.values(), clock, changelog.on_commit
     )
+    background = await _ensure_events_topic(settings, bootstrap)
+    events = EventPublisher(settings.events_bootstrap or bootstrap, settings.events_buffer_messages)
+    sink = KafkaEventSink(events, clock)
     signals = QueueSignals()
     ingest_ref: list[IngestConsumer] = []
 
@@ -117,20 +181,39 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
         ReceiptHandleCodec(_receipt_secret(settings)),
         settings.region,
         changelog=changelog,
+        events=sink,
     )
     ingest = IngestConsumer(bootstrap, loop, messages.on_ingested)
     ingest_ref.append(ingest)
     ingest.start()
     registry.load(records.values())
     move_tasks = MoveTasks(clock, registry, messages, leases)
-    app[RUNTIME] = Runtime(settings, clock, registry, messages, move_tasks)
+    app[RUNTIME] = Runtime(settings, clock, registry, messages, move_tasks, sink)
     app[SIGNALS] = signals
     log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
     backlog = asyncio.create_task(
         commit_backlog_offsets(registry, leases, ingest, settings.offset_commit_interval_s)
     )
     expiry = asyncio.create_task(expire_messages(registry, messages))
-    return _Parts(producer, ingest, leases, signals, backlog, expiry, move_tasks)
+    gauges = asyncio.create_task(
+        publish_gauges(registry, messages, sink, settings.gauge_interval_s)
+    )
+    parts = _Parts(
+        producer,
+        ingest,
+        leases,
+        signals,
+        backlog,
+        expiry,
+        move_tasks,
+        events,
+        gauges,
+        background,
+        sink,
+        changelog,
+    )
+    app[PARTS] = parts
+    return parts
 
 
 def build_app(settings: Settings, clock: Clock | None = None) -> web.Application:
@@ -142,17 +225,23 @@ def build_app(settings: Settings, clock: Clock | None = None) -> web.Application
         yield
         parts.backlog.cancel()
         parts.expiry.cancel()
+        parts.gauges.cancel()
+        for task in parts.background:
+            task.cancel()
         await parts.move_tasks.close()  # before the producer and lease store close
         parts.ingest.stop()
         parts.producer.close()
+        parts.events.close()
         parts.leases.close()
         log.info("gateway stopped")
 
     app.cleanup_ctx.append(lifecycle)
     app[IN_FLIGHT] = InFlight()
+    app[REQUEST_METRICS] = RequestMetrics()
     app.middlewares.append(_track_in_flight)
     app.on_shutdown.append(_answer_long_polls)
     app.router.add_get("/health", _health)
+    app.router.add_get("/metrics", _metrics)  # before the catch-all: SQS is served on any path
     app.router.add_route("*", "/{tail:.*}", _handle)
     return app
 
@@ -216,15 +305,50 @@ async def _health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+async def _metrics(request: web.Request) -> web.Response:
+    if "Action" in request.query:
+        return await _handle(request)  # a Query-protocol GET that happens to use this path
+    runtime = request.app[RUNTIME]
+    snapshot = request.app[PARTS].snapshot(runtime.messages, runtime.registry)
+    return web.Response(
+        body=render(request.app[REQUEST_METRICS], snapshot).encode(),
+        headers={"Content-Type": CONTENT_TYPE},
+    )
+
+
 async def _handle(request: web.Request) -> web.Response:
+    started = time.perf_counter()
+    protocol = detect_protocol(request)
+    notes = RequestNotes()
+    answer = await _answer(request, protocol, notes)
+    request.app[REQUEST_METRICS].observe(
+        answer.action,
+        protocol.value,
+        answer.outcome,
+        time.perf_counter() - started,
+        notes.long_poll,
+    )
+    return answer.response
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    response: web.Response
+    action: str  # "unknown" unless the request named an action this gateway serves
+    outcome: str  # "ok" or the SQS error code
+
+
+async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes) -> _Answer:
     runtime = request.app[RUNTIME]
     request_id = new_request_id()
-    protocol = detect_protocol(request)
+    action_name = "unknown"
+    error: SqsError
     try:
         wire = await read_request(request, protocol, request_id)
         action = ACTIONS.get(wire.action)
         if action is None:
             raise unknown_action(wire.action)
+        action_name = wire.action
         caller = caller_of(request)
         settings = runtime.settings
         ctx = RequestContext(
@@ -236,24 +360,20 @@ async def _handle(request: web.Request) -> web.Response:
             sender_id=caller.access_key or settings.account_id,
             request_id=request_id,
             trace_header=request.headers.get("X-Amzn-Trace-Id"),
+            notes=notes,
         )
         result = await action(Params(wire.params), ctx)
-        return render_result(wire, result)
-    except SqsError as error:
-        return render_error(protocol, error, request_id)
-    except LeaseError as error:
-        return render_error(protocol, for_domain_error(error), request_id)
-    except (ProduceFailed, KafkaException) as error:
-        log.warning("kafka unavailable", extra={"request_id": request_id, "error": str(error)})
-        return render_error(
-            protocol,
-            ServiceUnavailable("The service is unavailable (Kafka did not answer). Retry later."),
-            request_id,
+        return _Answer(render_result(wire, result), action_name, "ok")
+    except SqsError as exc:
+        error = exc
+    except LeaseError as exc:
+        error = for_domain_error(exc)
+    except (ProduceFailed, KafkaException) as exc:
+        log.warning("kafka unavailable", extra={"request_id": request_id, "error": str(exc)})
+        error = ServiceUnavailable(
+            "The service is unavailable (Kafka did not answer). Retry later."
         )
     except Exception:
         log.exception("request failed", extra={"request_id": request_id})
-        return render_error(
-            protocol,
-            InternalError("We encountered an internal error. Please try again."),
-            request_id,
-        )
+        error = InternalError("We encountered an internal error. Please try again.")
+    return _Answer(render_error(protocol, error, request_id), action_name, error.code)

@@ -1,4 +1,4 @@
-"""The `kqs` command: `kqs serve` and `kqs kafka fetch|start|stop|status`."""
+"""The `kqs` command: `kqs serve`, `kqs kafka fetch|start|stop|status`, `kqs analytics`."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from pathlib import Path
 
 from aiohttp import web
 
+from dashboard.cli import add_dashboard_subcommand
 from gateway import logs
 from gateway.app import build_app, drain
 from gateway.config import Settings
 from gateway.inspect_cli import add_inspect_subcommand
+from spark_streaming.cli import add_analytics_subcommand
 from topology.broker import BrokerError, EmbeddedBroker
 from topology.broker_cli import add_kafka_subcommands
 
@@ -112,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _serve_parser(subparsers)
     add_kafka_subcommands(subparsers)
     add_inspect_subcommand(subparsers)
+    add_analytics_subcommand(subparsers)
+    add_dashboard_subcommand(subparsers)
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":

@@ -35,6 +35,17 @@ class Settings:
         default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))
     )
     log_format: str = field(default_factory=lambda: os.environ.get("KQS_LOG_FORMAT", "json"))
+    # Analytics events (`__kqs_events`): queue gauges every this many seconds, the cluster
+    # they go to (empty: the gateway's), and how many may wait for Kafka before drops begin.
+    gauge_interval_s: float = field(
+        default_factory=lambda: float(os.environ.get("KQS_GAUGE_INTERVAL_S", "10"))
+    )
+    events_bootstrap: str = field(
+        default_factory=lambda: os.environ.get("KQS_EVENTS_BOOTSTRAP", "")
+    )
+    events_buffer_messages: int = field(
+        default_factory=lambda: _env_int("KQS_EVENTS_BUFFER_MESSAGES", 100_000)
+    )
 
     @property
     def lease_dir(self) -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gateway.protocol import Protocol
@@ -10,6 +10,13 @@ from gateway.protocol import Protocol
 if TYPE_CHECKING:
     from gateway.runtime import Runtime
     from topology.catalog import QueueRecord
+
+
+@dataclass(slots=True)
+class RequestNotes:
+    """What a handler tells the gateway about its request, for `/metrics`."""
+
+    long_poll: bool = False  # a ReceiveMessage that was allowed to wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +29,7 @@ class RequestContext:
     sender_id: str
     request_id: str
     trace_header: str | None = None  # X-Amzn-Trace-Id
+    notes: RequestNotes = field(default_factory=RequestNotes)
 
     def queue(self, queue_url: str) -> QueueRecord:
         return self.runtime.registry.resolve(queue_url, self.account_id)

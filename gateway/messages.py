@@ -23,6 +23,7 @@ from gateway.errors import (
     QueueDoesNotExist,
     ReceiptHandleIsInvalid,
 )
+from gateway.events import EventSink
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import (
     QueueRegistry,
@@ -70,8 +71,11 @@ class MessageService:
         handles: ReceiptHandleCodec,
         region: str,
         changelog: LeaseChangelog | None = None,
+        events: EventSink | None = None,
     ) -> None:
         self._clock = clock
+        # Told about each outcome once it is decided; must return at once and never raise.
+        self._events = events or EventSink()
         self._changelog = changelog
         self._producer = producer
         self._leases = leases
@@ -141,6 +145,16 @@ class MessageService:
     async def receive(
         self, record: QueueRecord, max_messages: int, visibility_s: int, wait_s: int
     ) -> list[Received]:
+        received = await self._receive(record, max_messages, visibility_s, wait_s)
+        if received:
+            self._events.received(record, [r.delivery for r in received])
+        else:
+            self._events.empty_receive(record)
+        return received
+
+    async def _receive(
+        self, record: QueueRecord, max_messages: int, visibility_s: int, wait_s: int
+    ) -> list[Received]:
         deadline_ms = self._clock.now_ms() + wait_s * 1000
         if wait_s == 0 and self.counts(record).in_flight >= limits.MAX_IN_FLIGHT:
             raise OverLimit(
@@ -197,6 +211,8 @@ class MessageService:
                 pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count
             )
             received.extend(Received(d, self._handle(record, pk, d)) for d in outcome.delivered)
+            if outcome.expired_ids:
+                self._events.expired(record, outcome.expired_ids)
             if outcome.dead_letter and dlq is not None:
                 await self._dead_letter(record, dlq, pk, outcome.dead_letter)
                 moved += len(outcome.dead_letter)
@@ -212,6 +228,7 @@ class MessageService:
             moved = replace(delivery.message, delay_s=0, dead_letter_source_arn=source_arn)
             await self.send(dlq, moved)
             self._leases.remove(pk, delivery.offset, self._clock.now_ms())
+            self._events.moved_to_dlq(source, dlq, delivery)
             log.info(
                 "message moved to dead-letter queue",
                 extra={"queue": source.key, "dlq": dlq.key, "message_id": moved.message_id},
@@ -251,12 +268,19 @@ class MessageService:
         it survives even the loss of this gateway's disk.
         """
         pk, handle = self._locate(record, receipt_handle)
+        message = self._leases.message(pk, handle.offset)
         with self._changes() as changes:
             removed = self._leases.remove(pk, handle.offset, self._clock.now_ms())
             if not removed and self._changelog is not None:
                 # Gone here already; an earlier try may have failed to reach the changelog.
                 self._changelog.tombstone(pk, handle.offset)
-        await changes.confirmed()
+        try:
+            await changes.confirmed()
+        finally:
+            # Removed here even if the changelog failed (and a retry will find it gone):
+            # the message is no longer in the queue, so it counts as deleted once, now.
+            if removed and message is not None:
+                self._events.deleted(record, message.message_id)
 
     async def change_visibility(
         self, record: QueueRecord, receipt_handle: str, visibility_s: int
@@ -289,7 +313,22 @@ class MessageService:
         """
         now_ms = self._clock.now_ms()
         retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
-        return sum(self._leases.expire(pk, now_ms, retention_ms) for pk in partition_keys(record))
+        dropped = 0
+        for pk in partition_keys(record):
+            message_ids = self._leases.expire_ids(pk, now_ms, retention_ms)
+            if message_ids:
+                self._events.expired(record, message_ids)
+                dropped += len(message_ids)
+        return dropped
+
+    def oldest_message_age_s(self, record: QueueRecord) -> int:
+        """ApproximateAgeOfOldestMessage: seconds since the oldest message was sent, or 0."""
+        sent = [
+            t for pk in partition_keys(record) if (t := self._leases.oldest_sent_ms(pk)) is not None
+        ]
+        if not sent:
+            return 0
+        return max(0, (self._clock.now_ms() - min(sent)) // 1000)
 
     async def purge(self, record: QueueRecord) -> None:
         """Delete every message in the queue when called (PurgeQueue); once per 60 s.
@@ -317,6 +356,7 @@ class MessageService:
             for pk in partition_keys(record):
                 dropped += self._leases.purge(pk, ends[pk.partition], self._clock.now_ms())
         await changes.confirmed()
+        self._events.purged(record, dropped)
         log.info("queue purged", extra={"queue": record.key, "messages": dropped})
         # The purge has taken effect; trimming the log only reclaims space (the purge
         # watermark already keeps those offsets out), so a failure here is not the client's.

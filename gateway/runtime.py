@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.config import Settings
+from gateway.events import EventSink
 from gateway.messages import MessageService
 from gateway.move_tasks import MoveTasks
 from gateway.queues import QueueRegistry
@@ -18,3 +19,4 @@ class Runtime:
     registry: QueueRegistry
     messages: MessageService
     move_tasks: MoveTasks
+    events: EventSink

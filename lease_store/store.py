@@ -115,6 +115,7 @@ class ReceiveOutcome:
     # caller has moved them to the dead-letter queue and calls `remove`.
     dead_letter: list[Delivery] = field(default_factory=list)
     expired: int = 0
+    expired_ids: list[str] = field(default_factory=list)  # their message ids
 
 
 def _fact_key(pk: PartitionKey, offset: int) -> bytes:
@@ -280,6 +281,7 @@ class LeaseStore:
                 if state.is_expired(fact, now_ms, retention_ms):
                     self._drop(pk, st, offset, fact, batch)
                     outcome.expired += 1
+                    outcome.expired_ids.append(message.message_id)
                 elif state.exceeds_max_receives(fact, max_receive_count):
                     held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
                     self._replace_fact(pk, st, offset, fact, held, batch)
@@ -358,14 +360,18 @@ class LeaseStore:
         so calling it before reading the counters (and periodically) is cheap and keeps
         `ApproximateNumberOfMessages*` from counting messages no receive would return.
         """
+        return len(self.expire_ids(pk, now_ms, retention_ms))
+
+    def expire_ids(self, pk: PartitionKey, now_ms: int, retention_ms: int) -> list[str]:
+        """`expire`, returning the message ids of the dropped messages."""
         cutoff_ms = now_ms - retention_ms  # state.is_expired: sent_ms <= cutoff_ms
         if cutoff_ms < 0:
-            return 0
+            return []
         st = self._state(pk)
         start = b"X" + pk.prefix
         end = b"X" + pk.prefix + _I64.pack(cutoff_ms + 1)
         offset_at = 1 + len(pk.prefix) + 8
-        dropped = 0
+        dropped: list[str] = []
         while rows := self._kv.scan(start, end, limit=1000):
             batch = WriteBatch()
             self._sweep(pk, st, now_ms, batch)
@@ -375,8 +381,9 @@ class LeaseStore:
                 if fact is None:
                     batch.delete(key)  # an entry left behind: nothing to drop
                     continue
+                message = self.message(pk, offset)
                 self._drop(pk, st, offset, fact, batch)
-                dropped += 1
+                dropped.append(message.message_id if message is not None else "")
             self._commit(pk, st, batch)
         return dropped
 
@@ -394,6 +401,17 @@ class LeaseStore:
         self._replace_fact(pk, st, offset, fact, changed, batch)
         self._commit(pk, st, batch, sync=True)
         return changed
+
+    def oldest_sent_ms(self, pk: PartitionKey) -> int | None:
+        """SentTimestamp of the oldest message still here, in any state (None: empty).
+
+        The first entry of the expiry index: ApproximateAgeOfOldestMessage without a scan.
+        """
+        first = self._kv.scan(b"X" + pk.prefix, b"X" + pk.prefix + b"\xff" * 16, limit=1)
+        if not first:
+            return None
+        (sent_ms,) = _I64.unpack_from(first[0][0], 1 + len(pk.prefix))
+        return int(sent_ms)
 
     def message(self, pk: PartitionKey, offset: int) -> StoredMessage | None:
         raw = self._kv.get(_message_key(pk, offset))

@@ -32,6 +32,17 @@ def gateway(
     process.stop()
 
 
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession (with Spark's Kafka connector) for the whole test run."""
+    from spark_streaming import jars, jobs
+    from spark_streaming.settings import AnalyticsSettings
+
+    session = jobs.build_session(AnalyticsSettings(), jars.fetch(), master="local[2]")
+    yield session
+    session.stop()
+
+
 @pytest.fixture(params=["json", "query"])
 def protocol(request: pytest.FixtureRequest) -> str:
     value: str = request.param

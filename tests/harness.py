@@ -82,9 +82,16 @@ def kafka_for_tests(work_dir: Path) -> Iterator[str]:
 class GatewayProcess:
     """`kqs serve` in a child process, against an existing Kafka cluster."""
 
-    def __init__(self, data_dir: Path, bootstrap: str, port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        bootstrap: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.bootstrap = bootstrap
+        self.extra_env = env or {}  # e.g. KQS_* settings for this gateway only
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = data_dir / "gateway.log"
@@ -96,6 +103,7 @@ class GatewayProcess:
             **os.environ,
             "KQS_KAFKA_BOOTSTRAP": self.bootstrap,
             "KQS_OFFSET_COMMIT_INTERVAL_S": "0.5",
+            **self.extra_env,
         }
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(

@@ -5,7 +5,13 @@ from __future__ import annotations
 CATALOG_TOPIC = "__kqs_queues"
 LEASES_TOPIC = "__kqs_leases"
 EVENTS_TOPIC = "__kqs_events"
+# Written by the Spark jobs (spark_streaming/settings.py, which ships without this package,
+# spells them again), read by the dashboard.
+METRICS_TOPIC = "__kqs_metrics"
+DLQ_ANALYTICS_TOPIC = "__kqs_dlq_analytics"
 INGEST_GROUP = "kqs-gateway"
+# The dashboard never commits offsets; librdkafka wants a group id all the same.
+DASHBOARD_GROUP = "kqs-dashboard"
 
 
 def queue_topic(account_id: str, queue_name: str, incarnation_hex: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from topology.producer_stats import StatisticsHolder
 from topology.record_format import MAX_RECORD_BYTES
 
 log = logging.getLogger("kqs.producer")
@@ -48,8 +49,18 @@ class Delivered:
 
 
 class AsyncProducer:
-    def __init__(self, bootstrap: str, extra: dict[str, Any] | None = None) -> None:
-        config = {"bootstrap.servers": bootstrap, **(extra or {}), **DURABLE_SETTINGS}
+    def __init__(
+        self, bootstrap: str, extra: dict[str, Any] | None = None, statistics: bool = False
+    ) -> None:
+        # With `statistics`, librdkafka's numbers arrive in `self.statistics` every 5 s.
+        self.statistics = StatisticsHolder()
+        stats_config = self.statistics.config() if statistics else {}
+        config = {
+            "bootstrap.servers": bootstrap,
+            **(extra or {}),
+            **stats_config,
+            **DURABLE_SETTINGS,
+        }
         self._producer = Producer(config)
         self._stopping = threading.Event()
         # Delivery reports fire from poll(); a dedicated thread keeps them flowing without

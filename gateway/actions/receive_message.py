@@ -85,6 +85,7 @@ async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
                 "ReceiveMessageWaitTimeSeconds", DEFAULTS["ReceiveMessageWaitTimeSeconds"]
             )
         )
+    ctx.notes.long_poll = wait_s > 0
     received = await ctx.runtime.messages.receive(
         record, req.max_number_of_messages, visibility_s, wait_s
     )

@@ -97,6 +97,7 @@ async def handle(req: SendMessageRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
     message = build_message(req, record, ctx)
     await ctx.runtime.messages.send(record, message)
+    ctx.runtime.events.sent(record, message, message_size(req.message_body, req.message_attributes))
     return sent_result(message, req)
 
 

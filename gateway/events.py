@@ -1,0 +1,162 @@
+"""Operation outcomes for analytics: the `EventSink` the message plane reports to.
+
+`MessageService` and the send action call one method per outcome once the client's answer
+is decided; the sink must return at once and never raise. `EventSink` itself does nothing
+(for code under test that does not care); the gateway always wires `KafkaEventSink`, which
+builds `topology/event_format.py` records and hands them to the bounded, fire-and-forget
+`topology/events.py` publisher. Which outcome produces which event, and why, is in
+`docs/ARCHITECTURE.md` ("Events and metrics").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Concatenate, ParamSpec, Protocol
+
+from lease_store.clock import Clock
+from lease_store.records import StoredMessage
+from lease_store.store import Counts, Delivery
+from topology import event_format
+from topology.catalog import QueueRecord
+from topology.event_format import Event
+
+log = logging.getLogger("kqs.events")
+P = ParamSpec("P")
+
+
+class EventSink:
+    """Receives what happened to messages. The base class drops everything."""
+
+    def sent(self, record: QueueRecord, message: StoredMessage, size: int) -> None:
+        """A message was stored (acknowledged by Kafka); `size` is SQS's SentMessageSize."""
+
+    def received(self, record: QueueRecord, deliveries: Sequence[Delivery]) -> None:
+        """A ReceiveMessage returned these messages."""
+
+    def empty_receive(self, record: QueueRecord) -> None:
+        """A ReceiveMessage returned nothing, after its long poll."""
+
+    def deleted(self, record: QueueRecord, message_id: str) -> None:
+        """A delete removed this message (not called when it was already gone)."""
+
+    def moved_to_dlq(self, source: QueueRecord, dlq: QueueRecord, delivery: Delivery) -> None:
+        """A receive moved this message past maxReceiveCount into `dlq`."""
+
+    def expired(self, record: QueueRecord, message_ids: Sequence[str]) -> None:
+        """These messages were dropped past the queue's MessageRetentionPeriod."""
+
+    def purged(self, record: QueueRecord, messages: int) -> None:
+        """A PurgeQueue dropped this many messages."""
+
+    def gauges(self, record: QueueRecord, counts: Counts, oldest_age_s: int) -> None:
+        """The queue's Approximate* numbers now (called periodically)."""
+
+
+class Publisher(Protocol):
+    def publish(self, key: bytes, value: bytes) -> bool: ...
+
+
+def _never_raises(
+    method: Callable[Concatenate[KafkaEventSink, P], None],
+) -> Callable[Concatenate[KafkaEventSink, P], None]:
+    """An event must never fail the request that caused it: log and count instead."""
+
+    def guarded(sink: KafkaEventSink, /, *args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            method(sink, *args, **kwargs)
+        except Exception:
+            sink.errors += 1
+            log.exception("event not published", extra={"event": method.__name__})
+
+    return guarded
+
+
+class KafkaEventSink(EventSink):
+    """Publishes each outcome to `__kqs_events`, timestamped by the gateway's clock."""
+
+    def __init__(self, publisher: Publisher, clock: Clock) -> None:
+        self._publisher = publisher
+        self._clock = clock
+        self.errors = 0  # events that could not even be built (a bug): logged, never raised
+
+    @_never_raises
+    def sent(self, record: QueueRecord, message: StoredMessage, size: int) -> None:
+        ts = self._clock.now_ms()
+        self._publish(
+            record,
+            event_format.sent(ts, record.account_id, record.name, message.message_id, size),
+        )
+
+    @_never_raises
+    def received(self, record: QueueRecord, deliveries: Sequence[Delivery]) -> None:
+        ts = self._clock.now_ms()
+        for d in deliveries:
+            self._publish(
+                record,
+                event_format.received(
+                    ts, record.account_id, record.name, d.message.message_id, d.fact.receive_count
+                ),
+            )
+
+    @_never_raises
+    def empty_receive(self, record: QueueRecord) -> None:
+        ts = self._clock.now_ms()
+        self._publish(record, event_format.empty_receive(ts, record.account_id, record.name))
+
+    @_never_raises
+    def deleted(self, record: QueueRecord, message_id: str) -> None:
+        ts = self._clock.now_ms()
+        self._publish(record, event_format.deleted(ts, record.account_id, record.name, message_id))
+
+    @_never_raises
+    def moved_to_dlq(self, source: QueueRecord, dlq: QueueRecord, delivery: Delivery) -> None:
+        ts = self._clock.now_ms()
+        message = delivery.message
+        self._publish(
+            dlq,
+            event_format.moved_to_dlq(
+                ts,
+                dlq.account_id,
+                dlq.name,
+                source.name,
+                message.message_id,
+                delivery.fact.receive_count,
+                message.sent_ms,
+                message.attributes,
+            ),
+        )
+
+    @_never_raises
+    def expired(self, record: QueueRecord, message_ids: Sequence[str]) -> None:
+        ts = self._clock.now_ms()
+        for message_id in message_ids:
+            self._publish(
+                record, event_format.expired(ts, record.account_id, record.name, message_id)
+            )
+
+    @_never_raises
+    def purged(self, record: QueueRecord, messages: int) -> None:
+        ts = self._clock.now_ms()
+        self._publish(record, event_format.purged(ts, record.account_id, record.name, messages))
+
+    @_never_raises
+    def gauges(self, record: QueueRecord, counts: Counts, oldest_age_s: int) -> None:
+        ts = self._clock.now_ms()
+        self._publish(
+            record,
+            event_format.gauges(
+                ts,
+                record.account_id,
+                record.name,
+                counts.visible,
+                counts.in_flight,
+                counts.delayed,
+                oldest_age_s,
+            ),
+        )
+
+    def _publish(self, record: QueueRecord, event: Event) -> None:
+        self._publisher.publish(
+            event_format.event_key(record.account_id, record.name), event_format.encode(event)
+        )

@@ -1,0 +1,114 @@
+"""Settings of the analytics jobs: flags override environment variables, which override defaults.
+
+This module is plain Python (no pyspark import) so ``kqs analytics --help`` stays fast, and it
+imports nothing from the gateway: on a cluster, ``spark-submit`` ships ``spark_streaming``
+alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+EVENTS_TOPIC = "__kqs_events"
+METRICS_TOPIC = "__kqs_metrics"
+DLQ_TOPIC = "__kqs_dlq_analytics"
+
+WINDOW = "1 minute"
+# How many top attribute values a DLQ window reports.
+TOP_ATTRIBUTES = 5
+
+
+@dataclass(frozen=True)
+class AnalyticsSettings:
+    bootstrap: str = field(
+        default_factory=lambda: os.environ.get("KQS_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+    )
+    # A local directory, or a URI Spark can write to (hdfs://..., s3a://...) on a cluster.
+    data_dir: str = field(default_factory=lambda: os.environ.get("KQS_DATA_DIR", "data"))
+    master: str = field(default_factory=lambda: os.environ.get("KQS_SPARK_MASTER", "local[2]"))
+    trigger_seconds: float = 10.0
+    # Events later than this behind the newest event time seen are dropped; windows close (and
+    # reach the Parquet files) this long after their end.
+    watermark_seconds: int = 60
+    # "earliest" on a first run analyses the whole retained history of `__kqs_events`;
+    # afterwards the checkpoint decides where each query resumes.
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int = 200_000
+    shuffle_partitions: int = 2
+    driver_memory: str = "1g"
+    events_topic: str = EVENTS_TOPIC
+    metrics_topic: str = METRICS_TOPIC
+    dlq_topic: str = DLQ_TOPIC
+
+    replication_factor: int = field(
+        default_factory=lambda: int(os.environ.get("KQS_REPLICATION_FACTOR", "1"))
+    )
+
+    @property
+    def analytics_dir(self) -> str:
+        if "://" in self.data_dir:
+            return self.data_dir.rstrip("/") + "/analytics"
+        return str(Path(self.data_dir).expanduser().resolve() / "analytics")
+
+    @property
+    def metrics_path(self) -> str:
+        return f"{self.analytics_dir}/metrics"
+
+    @property
+    def dlq_path(self) -> str:
+        return f"{self.analytics_dir}/dlq"
+
+    def checkpoint(self, query: str) -> str:
+        return f"{self.analytics_dir}/checkpoints/{query}"
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, *, master_default: str | None) -> None:
+    defaults = AnalyticsSettings()
+    parser.add_argument(
+        "--master",
+        default=master_default,
+        help="Spark master (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        default=os.environ.get("KQS_KAFKA_BOOTSTRAP", ""),
+        help="Kafka bootstrap servers (default: $KQS_KAFKA_BOOTSTRAP, else the embedded broker "
+        "of <data-dir>/kafka that `kqs serve` started, else 127.0.0.1:9092)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=defaults.data_dir,
+        help="outputs go to <data dir>/analytics ($KQS_DATA_DIR, default %(default)s)",
+    )
+    parser.add_argument(
+        "--trigger-seconds",
+        type=float,
+        default=defaults.trigger_seconds,
+        help="micro-batch interval (default %(default)s)",
+    )
+    parser.add_argument(
+        "--watermark-seconds",
+        type=int,
+        default=defaults.watermark_seconds,
+        help="how late an event may be; closed windows reach Parquet this long after their end",
+    )
+    parser.add_argument(
+        "--starting-offsets",
+        choices=("earliest", "latest"),
+        default=defaults.starting_offsets,
+        help="where a first run starts reading the events topic (default %(default)s)",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> AnalyticsSettings:
+    return replace(
+        AnalyticsSettings(),
+        bootstrap=args.bootstrap or AnalyticsSettings().bootstrap,
+        data_dir=str(args.data_dir),
+        trigger_seconds=args.trigger_seconds,
+        watermark_seconds=args.watermark_seconds,
+        starting_offsets=args.starting_offsets,
+    )

@@ -1,0 +1,138 @@
+"""The record format of `__kqs_events`: one record per operation outcome, for analytics.
+
+    key    UTF-8 "<account_id>/<queue_name>"
+    value  UTF-8 JSON {"v": 1, "type": ..., "ts": <epoch ms>, "account": ..., "queue": ...,
+                       "count": <messages the event stands for>, <type-specific fields>}
+
+`docs/ARCHITECTURE.md` ("Events and metrics") is the reference, with each field's meaning.
+Version 1 may only grow: readers ignore fields they do not know. The builders here are pure
+(no clock, no I/O); the caller passes the time.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from lease_store.records import AttributeValue
+
+VERSION: Final = 1
+
+SENT: Final = "sent"
+RECEIVED: Final = "received"
+DELETED: Final = "deleted"
+EMPTY_RECEIVE: Final = "empty_receive"
+MOVED_TO_DLQ: Final = "moved_to_dlq"
+EXPIRED: Final = "expired"
+PURGED: Final = "purged"
+GAUGES: Final = "gauges"
+TYPES: Final = (SENT, RECEIVED, DELETED, EMPTY_RECEIVE, MOVED_TO_DLQ, EXPIRED, PURGED, GAUGES)
+
+# Attribute values in a `moved_to_dlq` event are cut to this many characters.
+MAX_ATTRIBUTE_VALUE_CHARS: Final = 256
+
+Event = dict[str, Any]
+
+
+def event_key(account_id: str, queue_name: str) -> bytes:
+    return f"{account_id}/{queue_name}".encode()
+
+
+def encode(event: Event) -> bytes:
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode(raw: bytes) -> Event:
+    event: Event = json.loads(raw)
+    return event
+
+
+def _base(kind: str, ts_ms: int, account_id: str, queue_name: str, count: int = 1) -> Event:
+    return {
+        "v": VERSION,
+        "type": kind,
+        "ts": ts_ms,
+        "account": account_id,
+        "queue": queue_name,
+        "count": count,
+    }
+
+
+def sent(ts_ms: int, account_id: str, queue_name: str, message_id: str, size: int) -> Event:
+    return {**_base(SENT, ts_ms, account_id, queue_name), "message_id": message_id, "size": size}
+
+
+def received(
+    ts_ms: int, account_id: str, queue_name: str, message_id: str, receive_count: int
+) -> Event:
+    return {
+        **_base(RECEIVED, ts_ms, account_id, queue_name),
+        "message_id": message_id,
+        "receive_count": receive_count,
+    }
+
+
+def deleted(ts_ms: int, account_id: str, queue_name: str, message_id: str) -> Event:
+    return {**_base(DELETED, ts_ms, account_id, queue_name), "message_id": message_id}
+
+
+def empty_receive(ts_ms: int, account_id: str, queue_name: str) -> Event:
+    return _base(EMPTY_RECEIVE, ts_ms, account_id, queue_name)
+
+
+def moved_to_dlq(
+    ts_ms: int,
+    account_id: str,
+    dlq_name: str,
+    source_queue: str,
+    message_id: str,
+    receive_count: int,
+    sent_ms: int,
+    attributes: Mapping[str, AttributeValue],
+) -> Event:
+    """A message a receive moved to a dead-letter queue; keyed by the DLQ."""
+    return {
+        **_base(MOVED_TO_DLQ, ts_ms, account_id, dlq_name),
+        "message_id": message_id,
+        "receive_count": receive_count,
+        "age_ms": ts_ms - sent_ms,
+        "source_queue": source_queue,
+        "attributes": {name: attribute_text(value) for name, value in attributes.items()},
+    }
+
+
+def attribute_text(value: AttributeValue) -> str:
+    """String and Number values as they are, Binary as base64; cut to 256 characters."""
+    if value.binary_value is not None:
+        text = base64.b64encode(value.binary_value).decode("ascii")
+    else:
+        text = value.string_value or ""
+    return text[:MAX_ATTRIBUTE_VALUE_CHARS]
+
+
+def expired(ts_ms: int, account_id: str, queue_name: str, message_id: str) -> Event:
+    return {**_base(EXPIRED, ts_ms, account_id, queue_name), "message_id": message_id}
+
+
+def purged(ts_ms: int, account_id: str, queue_name: str, messages: int) -> Event:
+    return _base(PURGED, ts_ms, account_id, queue_name, count=messages)
+
+
+def gauges(
+    ts_ms: int,
+    account_id: str,
+    queue_name: str,
+    visible: int,
+    not_visible: int,
+    delayed: int,
+    oldest_age_s: int,
+) -> Event:
+    return {
+        **_base(GAUGES, ts_ms, account_id, queue_name),
+        "visible": visible,
+        "not_visible": not_visible,
+        "delayed": delayed,
+        "oldest_age_s": oldest_age_s,
+    }

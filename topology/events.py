@@ -1,0 +1,143 @@
+"""The `__kqs_events` publisher: fire-and-forget, bounded, never in a request's way.
+
+Analytics events must not cost a client anything, so this producer is separate from the
+durable one (`producer.py`) and tuned the other way: `acks=1`, no idempotence, a few ms of
+linger, and a bounded local queue. `publish()` hands a record to librdkafka and returns at
+once; it never waits and never raises. A record that does not fit in the queue, or that the
+broker does not take within `message.timeout.ms`, is dropped and counted (by reason), with a
+warning at most every `DROP_LOG_INTERVAL_S`. Delivery reports are served by a poll thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from topology.admin import TopicAdmin
+from topology.names import EVENTS_TOPIC
+from topology.producer_stats import StatisticsHolder
+
+log = logging.getLogger("kqs.events")
+_LIBRDKAFKA_LOG = logging.getLogger("kqs.events.librdkafka")
+
+RETENTION_MS = 7 * 24 * 60 * 60 * 1000
+TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(RETENTION_MS)}
+DEFAULT_BUFFER_MESSAGES = 100_000
+DROP_LOG_INTERVAL_S = 10.0
+
+BUFFER_FULL = "buffer_full"
+DELIVERY_FAILED = "delivery_failed"
+
+PUBLISH_SETTINGS: dict[str, Any] = {
+    "acks": 1,
+    "enable.idempotence": False,
+    "linger.ms": 5,
+    "compression.type": "lz4",
+    "queue.buffering.max.kbytes": 64 * 1024,
+    "message.timeout.ms": 30_000,
+    "socket.connection.setup.timeout.ms": 5_000,
+}
+
+
+async def ensure_events_topic(admin: TopicAdmin, partitions: int) -> None:
+    """Create `__kqs_events` (7 days, not compacted); an existing topic is kept as is."""
+    await admin.create_topic(EVENTS_TOPIC, partitions, TOPIC_CONFIG)
+
+
+class EventPublisher:
+    def __init__(
+        self,
+        bootstrap: str,
+        buffer_messages: int = DEFAULT_BUFFER_MESSAGES,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.statistics = StatisticsHolder()
+        config = {
+            "bootstrap.servers": bootstrap,
+            **PUBLISH_SETTINGS,
+            "queue.buffering.max.messages": buffer_messages,
+            "error_cb": self._on_error,
+            "logger": _LIBRDKAFKA_LOG,  # librdkafka's own log lines, served by poll()
+            **self.statistics.config(),
+            **(extra or {}),
+        }
+        self._producer = Producer(config)
+        # Each counter has one writer: `published` and the delivery failures the poll
+        # thread, `buffer_full` the event loop.
+        self.published = 0
+        self._delivery_failed = 0
+        self._buffer_full = 0
+        self._logged_drops = 0
+        self._next_drop_log = 0.0
+        self._stopping = threading.Event()
+        self._poller = threading.Thread(target=self._poll_forever, name="kqs-events", daemon=True)
+        self._poller.start()
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        return {BUFFER_FULL: self._buffer_full, DELIVERY_FAILED: self._delivery_failed}
+
+    @property
+    def buffered(self) -> int:
+        """Records handed to librdkafka and not yet acknowledged or dropped.
+
+        librdkafka's count, which includes its own pending requests and callbacks: 0 means
+        every event published so far has been delivered or dropped.
+        """
+        return len(self._producer)
+
+    def publish(self, key: bytes, value: bytes) -> bool:
+        """Queue one record for `__kqs_events`; False if it was dropped (buffer full)."""
+        if self._stopping.is_set():
+            return False
+        try:
+            self._producer.produce(EVENTS_TOPIC, value, key, on_delivery=self._on_delivery)
+        except (BufferError, KafkaException):
+            self._buffer_full += 1
+            self._log_drops()
+            return False
+        return True
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Deliver what is buffered for up to `timeout_s`; what remains is dropped."""
+        remaining: int = self._producer.flush(timeout_s)
+        if remaining:
+            log.warning("events dropped at shutdown", extra={"events": remaining})
+        self._stopping.set()
+        self._poller.join(timeout=5)
+
+    def _poll_forever(self) -> None:
+        while not self._stopping.is_set():
+            self._producer.poll(0.1)
+
+    def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
+        if error is None:
+            self.published += 1
+        else:
+            self._delivery_failed += 1
+            self._log_drops(str(error))
+
+    def _on_error(self, error: KafkaError) -> None:
+        # Connection trouble is reported here too; its consequence, dropped events, is
+        # counted and logged by the delivery reports.
+        log.debug("events producer error", extra={"error": str(error)})
+
+    def _log_drops(self, reason: str = BUFFER_FULL) -> None:
+        now = time.monotonic()
+        if now < self._next_drop_log:
+            return
+        self._next_drop_log = now + DROP_LOG_INTERVAL_S
+        total = self._buffer_full + self._delivery_failed
+        log.warning(
+            "analytics events dropped",
+            extra={
+                "dropped": total,
+                "since_last_warning": total - self._logged_drops,
+                "reason": reason,
+            },
+        )
+        self._logged_drops = total

@@ -1,0 +1,67 @@
+"""librdkafka statistics of a producer, kept as the latest snapshot for `/metrics`.
+
+With `statistics.interval.ms` set, librdkafka calls `stats_cb` with a JSON document (see
+librdkafka's STATISTICS.md) from `poll()`, i.e. on the producer's poll thread. The callback
+parses the few numbers worth exporting and swaps in one immutable snapshot, so readers on
+the event loop never see half an update.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("kqs.producer")
+
+STATISTICS_INTERVAL_MS = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStatistics:
+    queue_messages: int = 0  # msg_cnt: in the local queue, not yet acknowledged
+    queue_bytes: int = 0  # msg_size
+    requests_sent: int = 0  # tx: requests sent to brokers
+    bytes_sent: int = 0  # tx_bytes
+    responses_received: int = 0  # rx
+    bytes_received: int = 0  # rx_bytes
+    messages_sent: int = 0  # txmsgs: messages transmitted (produced) to brokers
+    # Average round-trip time of each broker (by "host:port/id") over the last interval, in s.
+    broker_rtt_avg_s: dict[str, float] = field(default_factory=dict)
+
+
+def parse_statistics(raw: str | bytes) -> ProducerStatistics:
+    doc: dict[str, Any] = json.loads(raw)
+    rtt: dict[str, float] = {}
+    for name, broker in (doc.get("brokers") or {}).items():
+        if int(broker.get("nodeid", -1)) < 0:
+            continue  # the bootstrap entry, not a broker of the cluster
+        rtt[name] = float((broker.get("rtt") or {}).get("avg", 0)) / 1_000_000
+    return ProducerStatistics(
+        queue_messages=int(doc.get("msg_cnt", 0)),
+        queue_bytes=int(doc.get("msg_size", 0)),
+        requests_sent=int(doc.get("tx", 0)),
+        bytes_sent=int(doc.get("tx_bytes", 0)),
+        responses_received=int(doc.get("rx", 0)),
+        bytes_received=int(doc.get("rx_bytes", 0)),
+        messages_sent=int(doc.get("txmsgs", 0)),
+        broker_rtt_avg_s=rtt,
+    )
+
+
+class StatisticsHolder:
+    """The `stats_cb` of a producer and the latest snapshot it delivered."""
+
+    def __init__(self) -> None:
+        self.latest = ProducerStatistics()
+
+    def config(self, interval_ms: int = STATISTICS_INTERVAL_MS) -> dict[str, Any]:
+        """Producer settings that make librdkafka report here every `interval_ms`."""
+        return {"statistics.interval.ms": interval_ms, "stats_cb": self.on_statistics}
+
+    def on_statistics(self, raw: str) -> None:
+        try:
+            self.latest = parse_statistics(raw)
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.warning("unreadable producer statistics", extra={"error": str(exc)})
