@@ -11,18 +11,20 @@ import logging
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from confluent_kafka import KafkaException
 
-from gateway.auth import caller_of
+from gateway.auth import authenticate, authorize, condition_keys
 from gateway.backlog import commit_backlog_offsets
 from gateway.config import Settings
 from gateway.context import RequestContext
 from gateway.dispatch import ACTIONS
 from gateway.errors import InternalError, ServiceUnavailable, SqsError, for_domain_error
 from gateway.expiry import expire_messages
+from gateway.iam.config import Directory, load_directory
 from gateway.lease_recovery import open_lease_store
 from gateway.messages import MessageService
 from gateway.move_tasks import MoveTasks
@@ -52,6 +54,7 @@ log = logging.getLogger("kqs.gateway")
 
 RUNTIME = web.AppKey("runtime", Runtime)
 SIGNALS = web.AppKey("signals", QueueSignals)
+DIRECTORY = web.AppKey("directory", Directory)
 # Requests can carry a 1 MiB message whose form encoding is up to three times larger.
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 
@@ -133,9 +136,14 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
     return _Parts(producer, ingest, leases, signals, backlog, expiry, move_tasks)
 
 
-def build_app(settings: Settings, clock: Clock | None = None) -> web.Application:
+def build_app(
+    settings: Settings, clock: Clock | None = None, directory: Directory | None = None
+) -> web.Application:
     app = web.Application(client_max_size=MAX_REQUEST_BYTES)
     clock = clock or SystemClock()
+    app[DIRECTORY] = directory or load_directory(
+        settings.iam_config, settings.account_id, settings.accept_any_access_key
+    )
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         parts = await _start(app, settings, clock)
@@ -221,21 +229,36 @@ async def _handle(request: web.Request) -> web.Response:
     request_id = new_request_id()
     protocol = detect_protocol(request)
     try:
+        body = await request.read()  # aiohttp keeps it: read_request reads the same bytes
+        now = datetime.fromtimestamp(runtime.clock.now_ms() / 1000, UTC)
+        caller = authenticate(request, body, request.app[DIRECTORY], now)
         wire = await read_request(request, protocol, request_id)
         action = ACTIONS.get(wire.action)
         if action is None:
             raise unknown_action(wire.action)
-        caller = caller_of(request)
         settings = runtime.settings
+        base_url = settings.base_url.rstrip("/") or f"{request.scheme}://{request.host}"
+        region = caller.region or settings.region
+        principal = caller.principal
+        authorize(
+            wire.action,
+            wire.params,
+            principal,
+            condition_keys(request, principal, now),
+            runtime.registry,
+            region,
+            base_url,
+        )
         ctx = RequestContext(
             runtime=runtime,
             protocol=protocol,
-            base_url=settings.base_url.rstrip("/") or f"{request.scheme}://{request.host}",
-            account_id=settings.account_id,
-            region=caller.region or settings.region,
-            sender_id=caller.access_key or settings.account_id,
+            base_url=base_url,
+            account_id=principal.account_id,
+            region=region,
+            sender_id=principal.access_key or principal.account_id,
             request_id=request_id,
             trace_header=request.headers.get("X-Amzn-Trace-Id"),
+            principal=principal,
         )
         result = await action(Params(wire.params), ctx)
         return render_result(wire, result)

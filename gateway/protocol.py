@@ -61,7 +61,12 @@ async def read_request(request: web.Request, protocol: Protocol, request_id: str
         if not isinstance(params, dict):
             raise MissingParameter("The request body must be a JSON object.")
     else:
-        flat = dict(parse_qsl(request.query_string, keep_blank_values=True))
+        # A presigned URL's X-Amz-* parameters are the signature, not the action's.
+        flat = {
+            k: v
+            for k, v in parse_qsl(request.query_string, keep_blank_values=True)
+            if not k.startswith("X-Amz-")
+        }
         if request.method == "POST":
             body = (await request.read()).decode("utf-8", errors="strict")
             flat.update(parse_qsl(body, keep_blank_values=True))
