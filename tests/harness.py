@@ -20,7 +20,7 @@ import sys
 import time
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +82,16 @@ def kafka_for_tests(work_dir: Path) -> Iterator[str]:
 class GatewayProcess:
     """`kqs serve` in a child process, against an existing Kafka cluster."""
 
-    def __init__(self, data_dir: Path, bootstrap: str, port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        bootstrap: str,
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.bootstrap = bootstrap
+        self.extra_env = dict(env or {})  # e.g. KQS_IAM_CONFIG
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = data_dir / "gateway.log"
@@ -96,6 +103,7 @@ class GatewayProcess:
             **os.environ,
             "KQS_KAFKA_BOOTSTRAP": self.bootstrap,
             "KQS_OFFSET_COMMIT_INTERVAL_S": "0.5",
+            **self.extra_env,
         }
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
@@ -200,19 +208,41 @@ _CLIENT_CONFIG = Config(retries={"max_attempts": 1}, read_timeout=60)
 NO_RETRIES = Config(retries={"total_max_attempts": 1}, read_timeout=60)
 
 
-def json_client(endpoint: str, config: Config = _CLIENT_CONFIG) -> Any:
+def json_client(
+    endpoint: str,
+    config: Config = _CLIENT_CONFIG,
+    credentials: Mapping[str, str] = CREDENTIALS,
+    region: str = REGION,
+) -> Any:
     client = boto3.session.Session().client(
-        "sqs", endpoint_url=endpoint, region_name=REGION, config=config, **CREDENTIALS
+        "sqs", endpoint_url=endpoint, region_name=region, config=config, **credentials
     )
     assert client.meta.service_model.protocol == "json"
     return client
 
 
-def query_client(endpoint: str, config: Config = _CLIENT_CONFIG) -> Any:
+def client_for(
+    protocol: str,
+    endpoint: str,
+    credentials: Mapping[str, str] = CREDENTIALS,
+    region: str = REGION,
+    config: Config = _CLIENT_CONFIG,
+) -> Any:
+    """An SQS client speaking `protocol` ("json" or "query") with these credentials."""
+    make = json_client if protocol == "json" else query_client
+    return make(endpoint, config, credentials, region)
+
+
+def query_client(
+    endpoint: str,
+    config: Config = _CLIENT_CONFIG,
+    credentials: Mapping[str, str] = CREDENTIALS,
+    region: str = REGION,
+) -> Any:
     session = botocore.session.Session()
     session.get_component("data_loader").search_paths.insert(0, str(_query_model_dir()))
     client = session.create_client(
-        "sqs", endpoint_url=endpoint, region_name=REGION, config=config, **CREDENTIALS
+        "sqs", endpoint_url=endpoint, region_name=region, config=config, **credentials
     )
     assert client.meta.service_model.protocol == "query"
     return client
