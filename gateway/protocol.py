@@ -55,7 +55,7 @@ async def read_request(request: web.Request, protocol: Protocol, request_id: str
         action = target[len(_TARGET_PREFIX) :]
         raw = await request.read()
         try:
-            params = json.loads(raw) if raw.strip() else {}
+            params = json.loads(raw) if raw.strip() else _presigned_json_params(request)
         except ValueError:
             raise MissingParameter("The request body is not valid JSON.") from None
         if not isinstance(params, dict):
@@ -77,6 +77,11 @@ async def read_request(request: web.Request, protocol: Protocol, request_id: str
     if "QueueUrl" not in params and _is_queue_path(request.path):
         params["QueueUrl"] = request.path
     return WireRequest(protocol, action, params, request_id)
+
+
+def _presigned_json_params(request: web.Request) -> dict[str, Any]:
+    """A JSON request without a body: botocore's presigned URL carries its (flat) members."""
+    return {k: v for k, v in request.query.items() if not k.startswith("X-Amz-")}
 
 
 def _is_queue_path(path: str) -> bool:
