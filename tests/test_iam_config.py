@@ -122,3 +122,12 @@ def test_configuration_mistakes_are_reported_with_where(
 ) -> None:
     with pytest.raises(ConfigError, match=complaint):
         load_directory(write(tmp_path, text), "000000000000")
+
+
+def test_the_readme_example_loads(tmp_path: Path) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    directory = load_directory(write(tmp_path, example), "000000000000")
+    assert directory.account_ids() == ["111111111111", "222222222222"]
+    ops = directory.credential("ops")
+    assert ops is not None and ops.principal.is_admin
