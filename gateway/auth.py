@@ -27,6 +27,7 @@ from gateway.iam.authorize import Target, decide
 from gateway.iam.config import Directory
 from gateway.iam.policy import Decision, Policy, PolicyError
 from gateway.iam.principal import Principal, anonymous
+from gateway.move_tasks import decode_handle
 from gateway.queues import QueueRegistry, parse_arn
 
 log = logging.getLogger("kqs.auth")
@@ -99,8 +100,38 @@ def authorize(
     region: str,
     base_url: str,
 ) -> None:
-    """Raise unless `principal` may perform `action` with these request parameters."""
+    """Raise unless `principal` may perform `action` with these request parameters.
+
+    A move task that names a DestinationArn also needs SendMessage on that queue.
+    """
     owner, name = _named_queue(action, params, principal.account_id)
+    _authorize_one(action, owner, name, principal, conditions, registry, region, base_url)
+    destination = params.get("DestinationArn")
+    if action == "StartMessageMoveTask" and isinstance(destination, str):
+        parsed = parse_arn(destination)
+        if parsed is not None:
+            _authorize_one(
+                "SendMessage",
+                parsed[1],
+                parsed[2],
+                principal,
+                conditions,
+                registry,
+                region,
+                base_url,
+            )
+
+
+def _authorize_one(
+    action: str,
+    owner: str,
+    name: str | None,
+    principal: Principal,
+    conditions: Mapping[str, str],
+    registry: QueueRegistry,
+    region: str,
+    base_url: str,
+) -> None:
     policy = None
     if name is not None:
         record = registry.active(owner, name)
@@ -133,6 +164,10 @@ def _named_queue(
         owner = params.get("QueueOwnerAWSAccountId") if action == "GetQueueUrl" else None
         return (owner if isinstance(owner, str) and owner else caller_account), queue_name
     source_arn = params.get("SourceArn")
+    handle = params.get("TaskHandle")
+    if action == "CancelMessageMoveTask" and isinstance(handle, str):
+        decoded = decode_handle(handle)
+        source_arn = decoded[1] if decoded is not None else None
     if isinstance(source_arn, str):
         parsed = parse_arn(source_arn)
         if parsed is not None:

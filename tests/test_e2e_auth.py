@@ -865,3 +865,52 @@ def test_accept_any_access_key_lets_unknown_keys_act_as_the_default_account_and_
 def test_the_embedded_default_announces_its_credentials(gateway: GatewayProcess) -> None:
     log = Path(gateway.log_path).read_text()
     assert "embedded default credentials" in log and "access key test, secret test" in log
+
+
+# -- references to other accounts' queues inside a request -------------------------------------
+
+
+def test_a_dead_letter_queue_of_another_account_is_refused(client: Client) -> None:
+    alice, bob = client("alice"), client("bob")
+    alice_dlq = alice.create_queue(QueueName=unique("alice-dlq"))["QueueUrl"]
+    redrive = json.dumps(
+        {"deadLetterTargetArn": arn(OWNER, alice_dlq.rsplit("/", 1)[1]), "maxReceiveCount": 3}
+    )
+    code, status, message = failure(
+        lambda: bob.create_queue(QueueName=unique("bob-src"), Attributes={"RedrivePolicy": redrive})
+    )
+    assert (code, status) == ("InvalidParameterValue", 400)
+    assert message.endswith("Reason: Dead-letter target owner should be same as the source.")
+
+
+def test_a_move_task_needs_send_message_on_another_accounts_destination(client: Client) -> None:
+    # Given bob's dead-letter queue with a source, and alice's queue as a destination
+    alice, bob = client("alice"), client("bob")
+    dlq = bob.create_queue(QueueName=unique("bob-dlq"))["QueueUrl"]
+    dlq_arn = arn(PARTNER, dlq.rsplit("/", 1)[1])
+    bob.create_queue(
+        QueueName=unique("bob-src"),
+        Attributes={
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2})
+        },
+    )
+    destination = alice.create_queue(QueueName=unique("alice-dest"))["QueueUrl"]
+    destination_arn = arn(OWNER, destination.rsplit("/", 1)[1])
+    # Then bob may not move messages into alice's queue
+    assert (
+        outcome(
+            lambda: bob.start_message_move_task(SourceArn=dlq_arn, DestinationArn=destination_arn)
+        )
+        == "AccessDenied"
+    )
+    # until alice lets bob's account send to it
+    alice.add_permission(
+        QueueUrl=destination, Label="moves", AWSAccountIds=[PARTNER], Actions=["SendMessage"]
+    )
+    handle = bob.start_message_move_task(SourceArn=dlq_arn, DestinationArn=destination_arn)[
+        "TaskHandle"
+    ]
+    # and carol may neither list nor cancel bob's task
+    carol = client("carol")
+    assert outcome(lambda: carol.list_message_move_tasks(SourceArn=dlq_arn)) == "AccessDenied"
+    assert outcome(lambda: carol.cancel_message_move_task(TaskHandle=handle)) == "AccessDenied"
