@@ -26,7 +26,10 @@ from typing import Any
 
 import boto3
 import botocore.session
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 
 from topology import broker
 
@@ -246,3 +249,16 @@ def query_client(
     )
     assert client.meta.service_model.protocol == "query"
     return client
+
+
+def signed_headers(
+    url: str, body: bytes, headers: Mapping[str, str], method: str = "POST"
+) -> dict[str, str]:
+    """`headers` plus a SigV4 signature with the test credentials, for raw HTTP requests."""
+    request = AWSRequest(method=method, url=url, data=body, headers=dict(headers))
+    SigV4Auth(
+        Credentials(CREDENTIALS["aws_access_key_id"], CREDENTIALS["aws_secret_access_key"]),
+        "sqs",
+        REGION,
+    ).add_auth(request)
+    return dict(request.prepare().headers)
