@@ -61,7 +61,7 @@ def _json_object(value: str) -> bool:
 
 
 def _queue_policy(value: str) -> bool:
-    """An access policy document of at most 8192 bytes and 20 statements (or "" to remove)."""
+    """An access policy of at most 8192 bytes and 20 statements with unique Sids ("" removes)."""
     if value == "":
         return True
     if len(value.encode()) > limits.MAX_POLICY_BYTES:
@@ -70,7 +70,8 @@ def _queue_policy(value: str) -> bool:
         policy = Policy.parse(value)
     except PolicyError:
         return False
-    return len(policy.statements) <= limits.MAX_POLICY_STATEMENTS
+    sids = [s.sid for s in policy.statements if s.sid is not None]
+    return len(policy.statements) <= limits.MAX_POLICY_STATEMENTS and len(sids) == len(set(sids))
 
 
 def _any(value: str) -> bool:

@@ -228,3 +228,10 @@ def test_errors_are_sqs_errors_with_sender_fault() -> None:
         SignatureDoesNotMatch("x"),
     ):
         assert isinstance(error, SqsError) and error.sender_fault
+
+
+def test_a_presigned_url_without_its_signature_is_incomplete() -> None:
+    method, raw_path, headers, body = presigned("http://127.0.0.1:9324/?Action=ListQueues")
+    unsigned = "&".join(p for p in raw_path.split("&") if not p.startswith("X-Amz-Signature"))
+    with pytest.raises(IncompleteSignature, match="X-Amz-Signature"):
+        verify((method, unsigned, headers, body))

@@ -94,7 +94,9 @@ def verify(
     """Check the signature of a request; `raw_path` includes the query string as sent."""
     path, _, raw_query = raw_path.partition("?")
     pairs = _query_pairs(raw_query)
-    presigned = any(k == "X-Amz-Signature" for k, _ in pairs) and "Authorization" not in headers
+    presigned = "Authorization" not in headers and any(
+        k in ("X-Amz-Signature", "X-Amz-Credential") for k, _ in pairs
+    )
     signed = _from_query(pairs) if presigned else _from_header(headers)
     if signed.service != SERVICE:
         raise SignatureDoesNotMatch(f"Credential should be scoped to correct service: '{SERVICE}'.")
