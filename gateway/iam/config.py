@@ -133,9 +133,7 @@ class Directory:
 
     def any_key_principal(self, access_key: str) -> Principal:
         """With `accept_any_access_key`: an unknown key acts as the default account's root."""
-        return Principal(
-            self.default_account_id, root_arn(self.default_account_id), access_key, None, True
-        )
+        return Principal(self.default_account_id, root_arn(self.default_account_id), access_key)
 
     def account_ids(self) -> list[str]:
         return [a.id for a in self.accounts]
