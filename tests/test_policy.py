@@ -498,3 +498,51 @@ def test_admin_lists_deletes_and_purges_any_queue_but_is_otherwise_a_user() -> N
     for action in ("ListQueues", "DeleteQueue", "PurgeQueue", "GetQueueUrl"):
         assert decide(admin, action, Target(OWNER, QUEUE), {}) is ALLOW
     assert decide(admin, "ReceiveMessage", Target(OWNER, QUEUE), {}) is IMPLICIT
+
+
+# -- the 2014 guide's forms (seed 002): {"AWS": "*"}, "/<account>/<queue>", hyphenated ids --------
+
+SEED_2014_TIME_LIMIT = """{
+  "Version": "2008-10-17",
+  "Id": "Queue1_Policy_UUID",
+  "Statement": [
+    {
+      "Sid": "Queue1_AnonymousAccess_ReceiveMessage_TimeLimit",
+      "Effect": "Allow",
+      "Principal": {
+        "AWS": "*"
+      },
+      "Action": "sqs:ReceiveMessage",
+      "Resource": "/987654321098/queue1",
+      "Condition": {
+        "DateGreaterThan": {
+          "aws:CurrentTime": "2009-01-31T12:00Z"
+        },
+        "DateLessThan": {
+          "aws:CurrentTime": "2009-01-31T15:00Z"
+        }
+      }
+    }
+  ]
+}"""
+
+
+def test_2014_example_aws_star_and_slash_resource() -> None:
+    queue = "arn:aws:sqs:us-east-1:987654321098:queue1"
+    inside = facts("ReceiveMessage", queue, account=None, aws__CurrentTime="2009-01-31T13:00Z")
+    outside = facts("ReceiveMessage", queue, account=None, aws__CurrentTime="2009-01-31T16:00Z")
+    other_queue = facts(
+        "ReceiveMessage",
+        "arn:aws:sqs:us-east-1:987654321098:queue2",
+        account=None,
+        aws__CurrentTime="2009-01-31T13:00Z",
+    )
+    assert queue_decision(SEED_2014_TIME_LIMIT, inside) is ALLOW
+    assert queue_decision(SEED_2014_TIME_LIMIT, outside) is IMPLICIT
+    assert queue_decision(SEED_2014_TIME_LIMIT, other_queue) is IMPLICIT
+
+
+def test_account_ids_may_be_written_with_hyphens() -> None:
+    policy = '{"Statement": {"Effect": "Allow", "Principal": {"AWS": "1111-2222-3333"}, "Action": "sqs:*"}}'
+    assert queue_decision(policy, facts("SendMessage", QUEUE1_CN, "111122223333")) is ALLOW
+    assert queue_decision(policy, facts("SendMessage", QUEUE1_CN, "111122223334")) is IMPLICIT

@@ -257,6 +257,7 @@ def _glob(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
 
 
 _ACCOUNT = re.compile(r"^\d{12}$")
+_HYPHENATED_ACCOUNT = re.compile(r"^\d{4}-\d{4}-\d{4}$")
 _ROOT = re.compile(r"^arn:aws[\w-]*:iam::(\d{12}):root$")
 _OLD_RESOURCE = re.compile(r"^/?(\d{12})/(.+)$")
 
@@ -264,6 +265,8 @@ _OLD_RESOURCE = re.compile(r"^/?(\d{12})/(.+)$")
 def _principal_is(name: str, facts: RequestFacts) -> bool:
     if name == "*":
         return True
+    if _HYPHENATED_ACCOUNT.match(name):  # the 2014 guide: "1234-5678-9012, with or without"
+        name = name.replace("-", "")
     if facts.principal_account is None:
         return False  # only "*" names the anonymous caller
     if _ACCOUNT.match(name):
