@@ -12,12 +12,13 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from confluent_kafka import KafkaException
 
-from gateway.auth import caller_of
+from gateway.auth import authenticate, authorize, condition_keys
 from gateway.backlog import commit_backlog_offsets
 from gateway.config import Settings
 from gateway.context import RequestContext, RequestNotes
@@ -26,6 +27,7 @@ from gateway.errors import InternalError, ServiceUnavailable, SqsError, for_doma
 from gateway.events import KafkaEventSink
 from gateway.expiry import expire_messages
 from gateway.gauges import publish_gauges
+from gateway.iam.config import Directory, load_directory
 from gateway.lease_recovery import open_lease_store
 from gateway.messages import MessageService
 from gateway.metrics import CONTENT_TYPE, QueueGauge, RequestMetrics, Snapshot, render
@@ -59,6 +61,7 @@ log = logging.getLogger("kqs.gateway")
 RUNTIME = web.AppKey("runtime", Runtime)
 SIGNALS = web.AppKey("signals", QueueSignals)
 REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
+DIRECTORY = web.AppKey("directory", Directory)
 # Requests can carry a 1 MiB message whose form encoding is up to three times larger.
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 
@@ -216,9 +219,14 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
     return parts
 
 
-def build_app(settings: Settings, clock: Clock | None = None) -> web.Application:
+def build_app(
+    settings: Settings, clock: Clock | None = None, directory: Directory | None = None
+) -> web.Application:
     app = web.Application(client_max_size=MAX_REQUEST_BYTES)
     clock = clock or SystemClock()
+    app[DIRECTORY] = directory or load_directory(
+        settings.iam_config, settings.account_id, settings.accept_any_access_key
+    )
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         parts = await _start(app, settings, clock)
@@ -344,23 +352,38 @@ async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes)
     action_name = "unknown"
     error: SqsError
     try:
+        body = await request.read()  # aiohttp keeps it: read_request reads the same bytes
+        now = datetime.fromtimestamp(runtime.clock.now_ms() / 1000, UTC)
+        caller = authenticate(request, body, request.app[DIRECTORY], now)
         wire = await read_request(request, protocol, request_id)
         action = ACTIONS.get(wire.action)
         if action is None:
             raise unknown_action(wire.action)
         action_name = wire.action
-        caller = caller_of(request)
         settings = runtime.settings
+        base_url = settings.base_url.rstrip("/") or f"{request.scheme}://{request.host}"
+        region = caller.region or settings.region
+        principal = caller.principal
+        authorize(
+            wire.action,
+            wire.params,
+            principal,
+            condition_keys(request, principal, now),
+            runtime.registry,
+            region,
+            base_url,
+        )
         ctx = RequestContext(
             runtime=runtime,
             protocol=protocol,
-            base_url=settings.base_url.rstrip("/") or f"{request.scheme}://{request.host}",
-            account_id=settings.account_id,
-            region=caller.region or settings.region,
-            sender_id=caller.access_key or settings.account_id,
+            base_url=base_url,
+            account_id=principal.account_id,
+            region=region,
+            sender_id=principal.access_key or principal.account_id,
             request_id=request_id,
             trace_header=request.headers.get("X-Amzn-Trace-Id"),
             notes=notes,
+            principal=principal,
         )
         result = await action(Params(wire.params), ctx)
         return _Answer(render_result(wire, result), action_name, "ok")

@@ -1,31 +1,187 @@
-"""Who is calling: the access key and credential scope of a SigV4-signed request.
+"""Who is calling, and whether they may: the gateway's side of `gateway.iam`.
 
-Only the scope is read here (the region for ARNs, the key for SenderId); signature
-verification and access policies are a separate layer, not yet enforced.
+`authenticate` checks the SigV4 signature of a request (Authorization header or presigned
+query) against the configured credentials and answers the caller's principal and the
+region of its credential scope; an unsigned request is the anonymous principal.
+`authorize` finds what the action acts on (the queue a QueueUrl, QueueName or SourceArn
+names, with its Policy attribute) and applies the evaluation order of `iam.authorize`,
+raising AccessDenied (or MissingAuthenticationToken for an anonymous caller) when the
+decision is not an allow.
 """
 
 from __future__ import annotations
 
-import re
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
-_CREDENTIAL = re.compile(r"Credential=([^/\s,]+)/(\d{8})/([^/\s,]+)/([^/\s,]+)/aws4_request")
+from gateway.errors import AccessDenied, MissingAuthenticationToken
+from gateway.iam import sigv4
+from gateway.iam.authorize import Target, decide
+from gateway.iam.config import Directory
+from gateway.iam.policy import Decision, Policy, PolicyError
+from gateway.iam.principal import Principal, anonymous
+from gateway.move_tasks import decode_handle
+from gateway.queues import QueueRegistry, parse_arn
+
+log = logging.getLogger("kqs.auth")
 
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    access_key: str | None
-    region: str | None
+    principal: Principal
+    region: str | None  # of the credential scope; None when unsigned
 
 
-def caller_of(request: web.Request) -> Caller:
-    header = request.headers.get("Authorization", "")
-    match = _CREDENTIAL.search(header)
-    if match is None:
-        credential = request.query.get("X-Amz-Credential", "")
-        match = _CREDENTIAL.search("Credential=" + credential)
-    if match is None:
-        return Caller(None, None)
-    return Caller(match.group(1), match.group(3))
+def authenticate(request: web.Request, body: bytes, directory: Directory, now: datetime) -> Caller:
+    headers, query = request.headers, request.query
+    if not sigv4.is_signed(headers, query):
+        return Caller(anonymous(directory.default_account_id), None)
+    access_key = sigv4.access_key_of(headers, query)
+    if directory.accept_any_access_key and access_key and directory.credential(access_key) is None:
+        return Caller(directory.any_key_principal(access_key), _scope_region(headers, query))
+    verified = sigv4.verify(
+        request.method, request.raw_path, headers, body, now, directory.secret_of
+    )
+    credential = directory.credential(verified.access_key)
+    assert credential is not None  # verify() refuses unknown keys
+    return Caller(credential.principal, verified.region)
+
+
+def _scope_region(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    authorization = headers.get("Authorization", "")
+    credential = authorization.partition("Credential=")[2].split(",", 1)[0]
+    credential = credential or query.get("X-Amz-Credential", "")
+    parts = credential.split("/")
+    return parts[2] if len(parts) == 5 else None
+
+
+def condition_keys(request: web.Request, principal: Principal, now: datetime) -> dict[str, str]:
+    """The global condition keys of the access policy language, lower-case, for this request."""
+    keys = {
+        "aws:currenttime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "aws:epochtime": str(int(now.timestamp())),
+        "aws:securetransport": "true" if request.secure else "false",
+        "aws:principaltype": (
+            "Anonymous" if principal.anonymous else "Account" if principal.is_root else "User"
+        ),
+    }
+    if request.remote:
+        keys["aws:sourceip"] = request.remote
+    for header, key in (
+        ("User-Agent", "aws:useragent"),
+        ("Referer", "aws:referer"),
+        ("X-Amz-Source-Arn", "aws:sourcearn"),
+    ):
+        value = request.headers.get(header)
+        if value is not None:
+            keys[key] = value
+    if not principal.anonymous:
+        keys["aws:principalaccount"] = principal.account_id
+        keys["aws:principalarn"] = principal.arn
+        keys["aws:userid"] = principal.access_key or ""
+    if principal.user_name:
+        keys["aws:username"] = principal.user_name
+    return keys
+
+
+def authorize(
+    action: str,
+    params: Mapping[str, Any],
+    principal: Principal,
+    conditions: Mapping[str, str],
+    registry: QueueRegistry,
+    region: str,
+    base_url: str,
+) -> None:
+    """Raise unless `principal` may perform `action` with these request parameters.
+
+    A move task that names a DestinationArn also needs SendMessage on that queue.
+    """
+    owner, name = _named_queue(action, params, principal.account_id)
+    _authorize_one(action, owner, name, principal, conditions, registry, region, base_url)
+    destination = params.get("DestinationArn")
+    if action == "StartMessageMoveTask" and isinstance(destination, str):
+        parsed = parse_arn(destination)
+        if parsed is not None:
+            _authorize_one(
+                "SendMessage",
+                parsed[1],
+                parsed[2],
+                principal,
+                conditions,
+                registry,
+                region,
+                base_url,
+            )
+
+
+def _authorize_one(
+    action: str,
+    owner: str,
+    name: str | None,
+    principal: Principal,
+    conditions: Mapping[str, str],
+    registry: QueueRegistry,
+    region: str,
+    base_url: str,
+) -> None:
+    policy = None
+    if name is not None:
+        record = registry.active(owner, name)
+        if record is None and action != "CreateQueue" and not principal.anonymous:
+            return  # the handler answers NonExistentQueue, in any account, as SQS does
+        if record is not None:
+            policy = queue_policy(record.attributes.get("Policy", ""))
+    target = Target(owner, f"arn:aws:sqs:{region}:{owner}:{name or '*'}", policy)
+    if decide(principal, action, target, conditions) is Decision.ALLOW:
+        return
+    if principal.anonymous:
+        raise MissingAuthenticationToken()
+    resource = f"{base_url}/{owner}/{name}" if name is not None else f"{base_url}/"
+    raise AccessDenied.to(resource)
+
+
+def _named_queue(
+    action: str, params: Mapping[str, Any], caller_account: str
+) -> tuple[str, str | None]:
+    """(owner account, queue name or None for account-wide actions) a request acts on."""
+    queue_url = params.get("QueueUrl")
+    if isinstance(queue_url, str) and queue_url:
+        parts = [p for p in urlsplit(queue_url).path.split("/") if p]
+        if len(parts) == 1:
+            return caller_account, parts[0]
+        if len(parts) >= 2:
+            return parts[-2], parts[-1]
+    queue_name = params.get("QueueName")
+    if action in ("GetQueueUrl", "CreateQueue") and isinstance(queue_name, str) and queue_name:
+        owner = params.get("QueueOwnerAWSAccountId") if action == "GetQueueUrl" else None
+        return (owner if isinstance(owner, str) and owner else caller_account), queue_name
+    source_arn = params.get("SourceArn")
+    handle = params.get("TaskHandle")
+    if action == "CancelMessageMoveTask" and isinstance(handle, str):
+        decoded = decode_handle(handle)
+        source_arn = decoded[1] if decoded is not None else None
+    if isinstance(source_arn, str):
+        parsed = parse_arn(source_arn)
+        if parsed is not None:
+            return parsed[1], parsed[2]
+    return caller_account, None
+
+
+@lru_cache(maxsize=1024)
+def queue_policy(text: str) -> Policy | None:
+    """The parsed Policy attribute of a queue (cached by its text); None if unset or invalid."""
+    if not text:
+        return None
+    try:
+        return Policy.parse(text)
+    except PolicyError as error:
+        log.warning("ignoring a queue policy that does not parse", extra={"error": str(error)})
+        return None

@@ -19,6 +19,7 @@ from dashboard.cli import add_dashboard_subcommand
 from gateway import logs
 from gateway.app import build_app, drain
 from gateway.config import Settings
+from gateway.iam.config import ConfigError, Directory, load_directory
 from gateway.inspect_cli import add_inspect_subcommand
 from spark_streaming.cli import add_analytics_subcommand
 from topology.broker import BrokerError, EmbeddedBroker
@@ -48,10 +49,47 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     serve.add_argument(
         "--kafka-bootstrap", default=defaults.kafka_bootstrap, help="use this Kafka cluster"
     )
+    serve.add_argument(
+        "--iam-config",
+        default=defaults.iam_config,
+        help="TOML file of accounts, users, groups and policies (KQS_IAM_CONFIG)",
+    )
+    serve.add_argument(
+        "--accept-any-access-key",
+        action="store_true",
+        default=defaults.accept_any_access_key,
+        help="let unknown access keys act as the default account, unverified (local use only)",
+    )
 
 
-async def _run_gateway(settings: Settings) -> None:
-    app = build_app(settings)
+def _announce_credentials(settings: Settings, directory: Directory) -> None:
+    if directory.embedded_default:
+        log.info(
+            "no IAM config (--iam-config / KQS_IAM_CONFIG): embedded default credentials",
+            extra={
+                "account": directory.default_account_id,
+                "user": "access key test, secret test (sqs:* on the account's queues)",
+                "admin": "access key admin, secret admin (also lists, deletes, purges all)",
+                "usage": "AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
+                "AWS_DEFAULT_REGION=us-east-1 aws --endpoint-url "
+                f"http://{settings.host}:{settings.port} sqs list-queues",
+            },
+        )
+    else:
+        log.info(
+            "IAM config loaded",
+            extra={"path": settings.iam_config, "accounts": directory.account_ids()},
+        )
+    if directory.accept_any_access_key:
+        log.warning(
+            "ACCEPTING ANY ACCESS KEY: unknown access keys act as the default account with "
+            "full rights and their signatures are NOT verified; never expose this gateway",
+            extra={"account": directory.default_account_id},
+        )
+
+
+async def _run_gateway(settings: Settings, directory: Directory) -> None:
+    app = build_app(settings, directory=directory)
     # `drain` waits for the requests being handled; the runner's own wait only covers those
     # that started in the instant between the two.
     runner = web.AppRunner(app, shutdown_timeout=5)
@@ -89,8 +127,18 @@ def serve(args: argparse.Namespace) -> int:
         port=args.port,
         data_dir=args.data_dir,
         kafka_bootstrap=args.kafka_bootstrap,
+        iam_config=args.iam_config,
+        accept_any_access_key=args.accept_any_access_key,
     )
     logs.configure(settings.log_format)
+    try:
+        directory = load_directory(
+            settings.iam_config, settings.account_id, settings.accept_any_access_key
+        )
+    except ConfigError as error:
+        sys.stderr.write(f"kqs: {error}\n")
+        return 2
+    _announce_credentials(settings, directory)
     with contextlib.ExitStack() as stack:
         if not settings.kafka_bootstrap:
             log.info("starting embedded Kafka broker", extra={"data_dir": str(settings.kafka_dir)})
@@ -102,7 +150,7 @@ def serve(args: argparse.Namespace) -> int:
                 )
             )
             settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
-        asyncio.run(_run_gateway(settings))
+        asyncio.run(_run_gateway(settings, directory))
     return 0
 
 

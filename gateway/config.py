@@ -34,6 +34,12 @@ class Settings:
     offset_commit_interval_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))
     )
+    # TOML file of accounts, users, groups and policies; empty: the embedded default.
+    iam_config: str = field(default_factory=lambda: os.environ.get("KQS_IAM_CONFIG", ""))
+    # Local-server habit: any unknown access key acts as the default account, unverified.
+    accept_any_access_key: bool = field(
+        default_factory=lambda: os.environ.get("KQS_ACCEPT_ANY_ACCESS_KEY", "") in ("1", "true")
+    )
     log_format: str = field(default_factory=lambda: os.environ.get("KQS_LOG_FORMAT", "json"))
     # Analytics events (`__kqs_events`): queue gauges every this many seconds, the cluster
     # they go to (empty: the gateway's), and how many may wait for Kafka before drops begin.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from gateway.protocol import Protocol
 
 if TYPE_CHECKING:
+    from gateway.iam.principal import Principal
     from gateway.runtime import Runtime
     from topology.catalog import QueueRecord
 
@@ -30,6 +31,15 @@ class RequestContext:
     request_id: str
     trace_header: str | None = None  # X-Amzn-Trace-Id
     notes: RequestNotes = field(default_factory=RequestNotes)
+    principal: Principal | None = None  # who is calling (None only outside a request)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.principal is not None and self.principal.is_admin
+
+    def owns(self, record: QueueRecord) -> bool:
+        """Whether the caller belongs to the queue's account."""
+        return record.account_id == self.account_id
 
     def queue(self, queue_url: str) -> QueueRecord:
         return self.runtime.registry.resolve(queue_url, self.account_id)

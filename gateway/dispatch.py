@@ -6,6 +6,7 @@ from typing import Any
 
 from gateway.action import Action
 from gateway.actions import (
+    add_permission,
     cancel_message_move_task,
     change_message_visibility,
     change_message_visibility_batch,
@@ -21,6 +22,7 @@ from gateway.actions import (
     list_queues,
     purge_queue,
     receive_message,
+    remove_permission,
     send_message,
     send_message_batch,
     set_queue_attributes,
@@ -32,6 +34,7 @@ from gateway.actions import (
 ACTIONS: dict[str, Action[Any]] = {
     action.name: action
     for action in (
+        add_permission.ACTION,
         cancel_message_move_task.ACTION,
         change_message_visibility.ACTION,
         change_message_visibility_batch.ACTION,
@@ -47,6 +50,7 @@ ACTIONS: dict[str, Action[Any]] = {
         list_queues.ACTION,
         purge_queue.ACTION,
         receive_message.ACTION,
+        remove_permission.ACTION,
         send_message.ACTION,
         send_message_batch.ACTION,
         set_queue_attributes.ACTION,

@@ -156,6 +156,55 @@ class BatchRequestTooLong(_SenderError):
     json_type = "BatchRequestTooLong"
 
 
+class _AuthError(SqsError):
+    """Authentication and authorization: the AWS-wide codes, the same in both protocols."""
+
+    http_status = 403
+    sender_fault = True
+
+
+class MissingAuthenticationToken(_AuthError):
+    code = "MissingAuthenticationToken"
+    json_type = "MissingAuthenticationToken"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The request must contain either a valid (registered) AWS access key ID or X.509 "
+            "certificate."
+        )
+
+
+class InvalidClientTokenId(_AuthError):
+    code = "InvalidClientTokenId"
+    json_type = "InvalidClientTokenId"
+
+
+class SignatureDoesNotMatch(_AuthError):
+    code = "SignatureDoesNotMatch"
+    json_type = "SignatureDoesNotMatch"
+
+
+class IncompleteSignature(_AuthError):
+    code = "IncompleteSignature"
+    json_type = "IncompleteSignature"
+    http_status = 400
+
+
+class RequestExpired(_AuthError):
+    code = "RequestExpired"
+    json_type = "RequestExpired"
+    http_status = 400
+
+
+class AccessDenied(_AuthError):
+    code = "AccessDenied"
+    json_type = "AccessDeniedException"
+
+    @classmethod
+    def to(cls, resource_url: str) -> AccessDenied:
+        return cls(f"Access to the resource {resource_url} is denied.")
+
+
 class InternalError(SqsError):
     code = "InternalError"
     json_type = "InternalError"

@@ -32,3 +32,7 @@ PURGE_COOLDOWN_S = 60
 # Kafka keeps a queue topic's records this much longer than MessageRetentionPeriod: the
 # lease store expires messages exactly, and the log must not drop one before it does.
 RETENTION_MARGIN_MS = 3_600_000
+
+# Queue policies (the seeds' "Special Information for Amazon SQS Policies").
+MAX_POLICY_BYTES = 8192
+MAX_POLICY_STATEMENTS = 20

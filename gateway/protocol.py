@@ -55,13 +55,18 @@ async def read_request(request: web.Request, protocol: Protocol, request_id: str
         action = target[len(_TARGET_PREFIX) :]
         raw = await request.read()
         try:
-            params = json.loads(raw) if raw.strip() else {}
+            params = json.loads(raw) if raw.strip() else _presigned_json_params(request)
         except ValueError:
             raise MissingParameter("The request body is not valid JSON.") from None
         if not isinstance(params, dict):
             raise MissingParameter("The request body must be a JSON object.")
     else:
-        flat = dict(parse_qsl(request.query_string, keep_blank_values=True))
+        # A presigned URL's X-Amz-* parameters are the signature, not the action's.
+        flat = {
+            k: v
+            for k, v in parse_qsl(request.query_string, keep_blank_values=True)
+            if not k.startswith("X-Amz-")
+        }
         if request.method == "POST":
             body = (await request.read()).decode("utf-8", errors="strict")
             flat.update(parse_qsl(body, keep_blank_values=True))
@@ -72,6 +77,11 @@ async def read_request(request: web.Request, protocol: Protocol, request_id: str
     if "QueueUrl" not in params and _is_queue_path(request.path):
         params["QueueUrl"] = request.path
     return WireRequest(protocol, action, params, request_id)
+
+
+def _presigned_json_params(request: web.Request) -> dict[str, Any]:
+    """A JSON request without a body: botocore's presigned URL carries its (flat) members."""
+    return {k: v for k, v in request.query.items() if not k.startswith("X-Amz-")}
 
 
 def _is_queue_path(path: str) -> bool:

@@ -16,6 +16,7 @@ from gateway.errors import (
     InvalidParameterValue,
     UnsupportedOperation,
 )
+from gateway.iam.policy import Policy, PolicyError
 
 DEFAULTS: dict[str, str] = {
     "DelaySeconds": "0",
@@ -59,6 +60,20 @@ def _json_object(value: str) -> bool:
         return False
 
 
+def _queue_policy(value: str) -> bool:
+    """An access policy of at most 8192 bytes and 20 statements with unique Sids ("" removes)."""
+    if value == "":
+        return True
+    if len(value.encode()) > limits.MAX_POLICY_BYTES:
+        return False
+    try:
+        policy = Policy.parse(value)
+    except PolicyError:
+        return False
+    sids = [s.sid for s in policy.statements if s.sid is not None]
+    return len(policy.statements) <= limits.MAX_POLICY_STATEMENTS and len(sids) == len(set(sids))
+
+
 def _any(value: str) -> bool:
     return True
 
@@ -69,7 +84,7 @@ _VALIDATORS: dict[str, Callable[[str], bool]] = {
     "MessageRetentionPeriod": _int_range(limits.MIN_RETENTION_S, limits.MAX_RETENTION_S),
     "ReceiveMessageWaitTimeSeconds": _int_range(0, limits.MAX_WAIT_TIME_S),
     "VisibilityTimeout": _int_range(0, limits.MAX_VISIBILITY_TIMEOUT_S),
-    "Policy": _json_object,
+    "Policy": _queue_policy,
     "RedrivePolicy": _json_object,
     "RedriveAllowPolicy": _json_object,
     "KmsMasterKeyId": _any,

@@ -158,6 +158,12 @@ class QueueRegistry:
                 "maxReceiveCount: must be between 1 and 1000."
             )
         dlq = self.by_arn(target)
+        source = parse_arn(source_arn) if source_arn is not None else None
+        if source is not None and dlq is not None and dlq.account_id != source[1]:
+            raise InvalidParameterValue(
+                f"Value {raw} for parameter RedrivePolicy is invalid. Reason: Dead-letter "
+                "target owner should be same as the source."
+            )
         if source_arn is not None and dlq is not None and not redrive_allows(dlq, source_arn):
             raise InvalidParameterValue(
                 f"Value {raw} for parameter RedrivePolicy is invalid. Reason: Source queue is "

@@ -20,13 +20,16 @@ import sys
 import time
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import boto3
 import botocore.session
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 
 from topology import broker
 
@@ -87,11 +90,11 @@ class GatewayProcess:
         data_dir: Path,
         bootstrap: str,
         port: int | None = None,
-        env: dict[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.bootstrap = bootstrap
-        self.extra_env = env or {}  # e.g. KQS_* settings for this gateway only
+        self.extra_env = dict(env or {})  # e.g. KQS_IAM_CONFIG
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = data_dir / "gateway.log"
@@ -208,19 +211,54 @@ _CLIENT_CONFIG = Config(retries={"max_attempts": 1}, read_timeout=60)
 NO_RETRIES = Config(retries={"total_max_attempts": 1}, read_timeout=60)
 
 
-def json_client(endpoint: str, config: Config = _CLIENT_CONFIG) -> Any:
+def json_client(
+    endpoint: str,
+    config: Config = _CLIENT_CONFIG,
+    credentials: Mapping[str, str] = CREDENTIALS,
+    region: str = REGION,
+) -> Any:
     client = boto3.session.Session().client(
-        "sqs", endpoint_url=endpoint, region_name=REGION, config=config, **CREDENTIALS
+        "sqs", endpoint_url=endpoint, region_name=region, config=config, **credentials
     )
     assert client.meta.service_model.protocol == "json"
     return client
 
 
-def query_client(endpoint: str, config: Config = _CLIENT_CONFIG) -> Any:
+def client_for(
+    protocol: str,
+    endpoint: str,
+    credentials: Mapping[str, str] = CREDENTIALS,
+    region: str = REGION,
+    config: Config = _CLIENT_CONFIG,
+) -> Any:
+    """An SQS client speaking `protocol` ("json" or "query") with these credentials."""
+    make = json_client if protocol == "json" else query_client
+    return make(endpoint, config, credentials, region)
+
+
+def query_client(
+    endpoint: str,
+    config: Config = _CLIENT_CONFIG,
+    credentials: Mapping[str, str] = CREDENTIALS,
+    region: str = REGION,
+) -> Any:
     session = botocore.session.Session()
     session.get_component("data_loader").search_paths.insert(0, str(_query_model_dir()))
     client = session.create_client(
-        "sqs", endpoint_url=endpoint, region_name=REGION, config=config, **CREDENTIALS
+        "sqs", endpoint_url=endpoint, region_name=region, config=config, **credentials
     )
     assert client.meta.service_model.protocol == "query"
     return client
+
+
+def signed_headers(
+    url: str, body: bytes, headers: Mapping[str, str], method: str = "POST"
+) -> dict[str, str]:
+    """`headers` plus a SigV4 signature with the test credentials, for raw HTTP requests."""
+    request = AWSRequest(method=method, url=url, data=body, headers=dict(headers))
+    SigV4Auth(
+        Credentials(CREDENTIALS["aws_access_key_id"], CREDENTIALS["aws_secret_access_key"]),
+        "sqs",
+        REGION,
+    ).add_auth(request)
+    return dict(request.prepare().headers)

@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.attribute_md5 import attributes_md5
-from tests.harness import ACCOUNT_ID, NewQueue
+from tests.harness import ACCOUNT_ID, NewQueue, signed_headers
 
 TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 NOT_AVAILABLE = "Message does not exist or is not available for visibility timeout change."
@@ -361,12 +361,8 @@ def test_change_visibility_batch_with_too_many_entries_fails_the_whole_request(
 
 def _query_post(url: str, params: dict[str, str]) -> tuple[int, str]:
     body = urllib.parse.urlencode({**params, "Version": "2012-11-05"}).encode()
-    request = urllib.request.Request(
-        url,
-        data=body,
-        headers={"Content-Type": "application/x-www-form-urlencoded"},
-        method="POST",
-    )
+    headers = signed_headers(url, body, {"Content-Type": "application/x-www-form-urlencoded"})
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read().decode()

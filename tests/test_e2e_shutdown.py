@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.harness import GatewayProcess, json_client
+from tests.harness import GatewayProcess, json_client, signed_headers
 
 SENDERS = 4
 
@@ -50,11 +50,22 @@ class _SlowUpload:
     def __init__(self, port: int, url: str) -> None:
         self._body = json.dumps({"QueueUrl": url, "MessageBody": "uploaded slowly"}).encode()
         self._sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        headers = signed_headers(
+            f"http://127.0.0.1:{port}/",
+            self._body,
+            {
+                "Content-Type": "application/x-amz-json-1.0",
+                "X-Amz-Target": "AmazonSQS.SendMessage",
+            },
+        )
+        lines = "".join(
+            f"{name}: {value}\r\n"
+            for name, value in headers.items()
+            if name.lower() not in ("host", "content-length")
+        )
         self._sock.sendall(
             (
-                f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                "Content-Type: application/x-amz-json-1.0\r\n"
-                "X-Amz-Target: AmazonSQS.SendMessage\r\n"
+                f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{lines}"
                 f"Content-Length: {len(self._body)}\r\n\r\n"
             ).encode()
         )

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
-from tests.harness import ACCOUNT_ID, GatewayProcess
+from tests.harness import ACCOUNT_ID, GatewayProcess, signed_headers
 
 
 def error_of(excinfo: pytest.ExceptionInfo[ClientError]) -> dict[str, Any]:
@@ -171,7 +171,8 @@ def test_client_side_validation_is_not_what_we_rely_on(sqs: Any) -> None:
 
 
 def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    signed = signed_headers(url, body, headers)
+    request = urllib.request.Request(url, data=body, headers=signed, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, dict(response.headers), response.read()

@@ -135,3 +135,29 @@ def test_empty_redrive_allow_policy_passes() -> None:
 def test_invalid_redrive_allow_policies_are_refused(policy: dict[str, Any]) -> None:
     with pytest.raises(InvalidParameterValue, match="parameter RedriveAllowPolicy is invalid"):
         validate_redrive_allow_policy(json.dumps(policy))
+
+
+def _statement(sid: str) -> dict[str, Any]:
+    return {"Sid": sid, "Effect": "Allow", "Principal": "*", "Action": "sqs:SendMessage"}
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "not json",
+        json.dumps({"Statement": [_statement("same"), _statement("same")]}),
+        json.dumps({"Statement": [_statement(f"s{i}") for i in range(21)]}),
+        json.dumps({"Statement": [{**_statement("big"), "Resource": "x" * 8200}]}),
+        json.dumps({"Statement": {"Effect": "Allow", "Principal": "*"}}),
+    ],
+)
+def test_a_queue_policy_must_be_valid_access_policy_language_within_the_limits(
+    policy: str,
+) -> None:
+    with pytest.raises(InvalidAttributeValue, match="Invalid value for the parameter Policy."):
+        validate_settable({"Policy": policy})
+
+
+def test_a_queue_policy_of_20_statements_is_kept_as_written() -> None:
+    policy = json.dumps({"Statement": [_statement(f"s{i}") for i in range(20)]})
+    assert validate_settable({"Policy": policy}) == {"Policy": policy}

@@ -39,6 +39,8 @@ async def handle(req: GetQueueAttributesRequest, ctx: RequestContext) -> Result:
         "ApproximateNumberOfMessagesDelayed": str(counts.delayed),
     }
     # Unset optional attributes (Policy, RedrivePolicy, ...) are left out, as in SQS.
+    if not ctx.owns(record) and not ctx.is_admin:
+        values.pop("Policy", None)  # only the queue's owner sees its policy
     attributes = {name: values[name] for name in names if values.get(name, "") != ""}
     return {"Attributes": attributes} if attributes else {}
 

@@ -27,12 +27,17 @@ def decode(p: Params) -> ListQueuesRequest:
 
 
 async def handle(req: ListQueuesRequest, ctx: RequestContext) -> Result:
-    records = ctx.runtime.registry.listed(ctx.account_id, req.queue_name_prefix)
-    page, next_token = paginate([r.name for r in records], req.max_results, req.next_token)
-    by_name = {r.name: r for r in records}
+    registry = ctx.runtime.registry
+    if ctx.is_admin:  # an administrator lists every account's queues, by account then name
+        records = [r for r in registry.all_active() if r.name.startswith(req.queue_name_prefix)]
+        by_key = {r.key: r for r in records}
+    else:
+        records = registry.listed(ctx.account_id, req.queue_name_prefix)
+        by_key = {r.name: r for r in records}
+    page, next_token = paginate(sorted(by_key), req.max_results, req.next_token)
     result: Result = {}
     if page:
-        result["QueueUrls"] = [ctx.queue_url(by_name[name]) for name in page]
+        result["QueueUrls"] = [ctx.queue_url(by_key[key]) for key in page]
     if next_token:
         result["NextToken"] = next_token
     return result

@@ -1,0 +1,313 @@
+"""AWS Signature Version 4 verification, for the Authorization header and presigned URLs.
+
+Pure: the caller hands in the request as received (method, raw path, raw query string,
+headers, body bytes), the time now, and a lookup from access key id to secret. `verify`
+returns the access key id and the credential scope's region, or raises one of the errors
+AWS answers with:
+
+* `IncompleteSignature` (400): an Authorization header or presigned query that lacks a part;
+* `InvalidClientTokenId` (403): an access key id nobody has;
+* `SignatureDoesNotMatch` (403): a wrong signature, or a scope for another service/date;
+* `RequestExpired` (400): a signature date more than 15 minutes from now, or a presigned
+  URL past its X-Amz-Expires.
+
+The canonical request is rebuilt from what was sent: the path URI-encoded once more (as
+every AWS service but S3 expects), query parameters decoded, re-encoded (RFC 3986) and
+sorted, the signed headers with their whitespace collapsed, and the payload hash from
+`x-amz-content-sha256` when sent, else SHA-256 of the body (for a presigned URL, either
+that, as botocore signs, or `UNSIGNED-PAYLOAD`). Signatures compare with `hmac.compare_digest`; derived signing keys are
+cached per (secret, date, region, service).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import posixpath
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from functools import lru_cache
+from urllib.parse import quote, unquote
+
+from gateway.errors import (
+    IncompleteSignature,
+    InvalidClientTokenId,
+    RequestExpired,
+    SignatureDoesNotMatch,
+)
+
+ALGORITHM = "AWS4-HMAC-SHA256"
+SERVICE = "sqs"
+MAX_SKEW = timedelta(minutes=15)
+MAX_PRESIGNED_EXPIRES_S = 7 * 24 * 3600
+UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+_AMZ_DATE = "%Y%m%dT%H%M%SZ"
+_PARAM = re.compile(r"(\w+)=([^,\s]*)")
+
+SecretOf = Callable[[str], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    access_key: str
+    region: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Signed:
+    """The parts of a signature, from the Authorization header or the presigned query."""
+
+    access_key: str
+    date: str  # YYYYMMDD of the scope
+    region: str
+    service: str
+    signed_headers: list[str]
+    signature: str
+    amz_date: datetime
+    amz_date_text: str
+
+
+def is_signed(headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+    """Whether the request carries a signature to verify (else it is anonymous)."""
+    return "Authorization" in headers or "X-Amz-Signature" in query or "X-Amz-Credential" in query
+
+
+def access_key_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """The access key id the request names, without checking anything."""
+    credential = _header_params(headers.get("Authorization", "")).get("Credential")
+    if credential is None:
+        credential = query.get("X-Amz-Credential")
+    return credential.split("/", 1)[0] if credential else None
+
+
+def verify(
+    method: str,
+    raw_path: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: datetime,
+    secret_of: SecretOf,
+) -> Verified:
+    """Check the signature of a request; `raw_path` includes the query string as sent."""
+    path, _, raw_query = raw_path.partition("?")
+    pairs = _query_pairs(raw_query)
+    presigned = "Authorization" not in headers and any(
+        k in ("X-Amz-Signature", "X-Amz-Credential") for k, _ in pairs
+    )
+    signed = _from_query(pairs) if presigned else _from_header(headers)
+    if signed.service != SERVICE:
+        raise SignatureDoesNotMatch(f"Credential should be scoped to correct service: '{SERVICE}'.")
+    if signed.amz_date.strftime("%Y%m%d") != signed.date:
+        raise SignatureDoesNotMatch(
+            "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
+            f"from HTTP: '{signed.date}' != '{signed.amz_date.strftime('%Y%m%d')}', from "
+            f"'{signed.amz_date_text}'."
+        )
+    secret = secret_of(signed.access_key)
+    if secret is None:
+        raise InvalidClientTokenId("The security token included in the request is invalid.")
+    _check_time(signed, pairs, presigned, now)
+    body_hash = hashlib.sha256(body).hexdigest()
+    if presigned:
+        pairs = [(k, v) for k, v in pairs if k != "X-Amz-Signature"]
+        # botocore signs the (empty) body of a presigned URL; the S3 habit is UNSIGNED-PAYLOAD.
+        payload_hashes = [body_hash, UNSIGNED_PAYLOAD]
+    else:
+        payload_hashes = [headers.get("x-amz-content-sha256") or body_hash]
+    key = signing_key(secret, signed.date, signed.region, signed.service)
+    scope = f"{signed.date}/{signed.region}/{signed.service}/aws4_request"
+    matched = False
+    for payload_hash in payload_hashes:
+        canonical = "\n".join(
+            [
+                method.upper(),
+                _canonical_path(path),
+                _canonical_query(pairs),
+                "".join(
+                    f"{name}:{_header_value(headers, name)}\n" for name in signed.signed_headers
+                ),
+                ";".join(signed.signed_headers),
+                payload_hash,
+            ]
+        )
+        string_to_sign = "\n".join(
+            [ALGORITHM, signed.amz_date_text, scope, hashlib.sha256(canonical.encode()).hexdigest()]
+        )
+        expected = hmac.new(key, string_to_sign.encode(), hashlib.sha256).hexdigest()
+        matched |= hmac.compare_digest(expected.encode(), signed.signature.encode())
+    if not matched:
+        raise SignatureDoesNotMatch(
+            "The request signature we calculated does not match the signature you provided. "
+            "Check your AWS Secret Access Key and signing method. Consult the service "
+            "documentation for details."
+        )
+    return Verified(signed.access_key, signed.region)
+
+
+@lru_cache(maxsize=256)
+def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    key = ("AWS4" + secret).encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return key
+
+
+# -- the parts of a signature --------------------------------------------------------------
+
+
+def _header_params(authorization: str) -> dict[str, str]:
+    _, _, rest = authorization.partition(" ")
+    return dict(_PARAM.findall(rest))
+
+
+def _from_header(headers: Mapping[str, str]) -> _Signed:
+    authorization = headers.get("Authorization", "")
+    algorithm = authorization.split(" ", 1)[0]
+    if algorithm != ALGORITHM:
+        raise IncompleteSignature(f"Unsupported AWS 'algorithm': '{algorithm}'.")
+    params = _header_params(authorization)
+    missing = [
+        f"Authorization header requires '{name}' parameter."
+        for name in ("Credential", "Signature", "SignedHeaders")
+        if name not in params
+    ]
+    amz_date_text = headers.get("X-Amz-Date")
+    if amz_date_text is None and "Date" not in headers:
+        missing.append(
+            "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
+        )
+    if missing:
+        raise IncompleteSignature(" ".join(missing) + f" Authorization={authorization}")
+    if amz_date_text is not None:
+        amz_date = _parse_amz_date(amz_date_text)
+    else:
+        amz_date_text = headers["Date"]
+        try:
+            amz_date = parsedate_to_datetime(amz_date_text).astimezone(UTC)
+        except (TypeError, ValueError):
+            raise IncompleteSignature(
+                f"Date must be in ISO-8601 'basic format'. Got '{amz_date_text}'."
+            ) from None
+        amz_date_text = amz_date.strftime(_AMZ_DATE)
+    return _signed(
+        params["Credential"], params["SignedHeaders"], params["Signature"], amz_date, amz_date_text
+    )
+
+
+def _from_query(pairs: list[tuple[str, str]]) -> _Signed:
+    query = dict(pairs)
+    missing = [
+        f"AWS query-string parameters must include '{name}'."
+        for name in (
+            "X-Amz-Algorithm",
+            "X-Amz-Credential",
+            "X-Amz-Signature",
+            "X-Amz-SignedHeaders",
+            "X-Amz-Date",
+        )
+        if name not in query
+    ]
+    if missing:
+        raise IncompleteSignature(" ".join(missing) + " Re-examine the query-string parameters.")
+    if query["X-Amz-Algorithm"] != ALGORITHM:
+        raise IncompleteSignature(f"Unsupported AWS 'algorithm': '{query['X-Amz-Algorithm']}'.")
+    amz_date = _parse_amz_date(query["X-Amz-Date"])
+    return _signed(
+        query["X-Amz-Credential"],
+        query["X-Amz-SignedHeaders"],
+        query["X-Amz-Signature"],
+        amz_date,
+        query["X-Amz-Date"],
+    )
+
+
+def _signed(
+    credential: str, signed_headers: str, signature: str, amz_date: datetime, amz_date_text: str
+) -> _Signed:
+    parts = credential.split("/")
+    if len(parts) != 5 or parts[4] != "aws4_request" or not parts[0]:
+        raise IncompleteSignature(
+            f"Credential must have exactly 5 slash-delimited elements, e.g. "
+            f"keyid/date/region/service/term, got '{credential}'"
+        )
+    return _Signed(
+        access_key=parts[0],
+        date=parts[1],
+        region=parts[2],
+        service=parts[3],
+        signed_headers=[h.strip().lower() for h in signed_headers.split(";") if h.strip()],
+        signature=signature,
+        amz_date=amz_date,
+        amz_date_text=amz_date_text,
+    )
+
+
+def _parse_amz_date(text: str) -> datetime:
+    try:
+        return datetime.strptime(text, _AMZ_DATE).replace(tzinfo=UTC)
+    except ValueError:
+        raise IncompleteSignature(
+            f"Date must be in ISO-8601 'basic format'. Got '{text}'. See "
+            "http://en.wikipedia.org/wiki/ISO_8601"
+        ) from None
+
+
+def _check_time(
+    signed: _Signed, pairs: list[tuple[str, str]], presigned: bool, now: datetime
+) -> None:
+    stamp = signed.amz_date.strftime(_AMZ_DATE)
+    if signed.amz_date - now > MAX_SKEW:
+        raise RequestExpired(
+            f"Signature not yet current: {stamp} is still later than "
+            f"{(now + MAX_SKEW).strftime(_AMZ_DATE)} ({now.strftime(_AMZ_DATE)} + 15 min.)"
+        )
+    if presigned:
+        raw_expires = dict(pairs).get("X-Amz-Expires", "")
+        if not raw_expires.isdigit() or not 1 <= int(raw_expires) <= MAX_PRESIGNED_EXPIRES_S:
+            raise IncompleteSignature(
+                "X-Amz-Expires must be an integer number of seconds from 1 to 604800."
+            )
+        if now > signed.amz_date + timedelta(seconds=int(raw_expires)):
+            raise RequestExpired("Request has expired.")
+    elif now - signed.amz_date > MAX_SKEW:
+        raise RequestExpired(
+            f"Signature expired: {stamp} is now earlier than "
+            f"{(now - MAX_SKEW).strftime(_AMZ_DATE)} ({now.strftime(_AMZ_DATE)} - 15 min.)"
+        )
+
+
+# -- canonical request ---------------------------------------------------------------------
+
+
+def _query_pairs(raw_query: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in raw_query.split("&"):
+        if part:
+            key, _, value = part.partition("=")
+            pairs.append((unquote(key), unquote(value)))
+    return pairs
+
+
+def _canonical_query(pairs: list[tuple[str, str]]) -> str:
+    encoded = sorted((quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in pairs)
+    return "&".join(f"{k}={v}" for k, v in encoded)
+
+
+def _canonical_path(path: str) -> str:
+    if not path:
+        return "/"
+    normalized = posixpath.normpath(path)
+    if path.endswith("/") and normalized != "/":
+        normalized += "/"
+    if normalized.startswith("//"):
+        normalized = normalized[1:]
+    return quote(normalized, safe="/~")
+
+
+def _header_value(headers: Mapping[str, str], name: str) -> str:
+    getall = getattr(headers, "getall", None)
+    values = getall(name, []) if getall is not None else [headers.get(name, "")]
+    return ",".join(" ".join(str(v).split()) for v in values)
