@@ -24,6 +24,7 @@ from tests.harness import (
     NewQueue,
     free_port,
     json_client,
+    signed_headers,
 )
 from tests.prometheus_text import Exposition, scrape
 from tests.workload import Workload, run_workload
@@ -333,8 +334,11 @@ def test_metrics_is_prometheus_text_and_sqs_still_answers_beside_it(
     sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     answers = []
     for path in ("/", "/metrics"):
-        query = "?Action=ListQueues&Version=2012-11-05&QueueNamePrefix=metrics"
-        with urllib.request.urlopen(f"{gateway.endpoint}{path}{query}", timeout=10) as response:
+        target = (
+            f"{gateway.endpoint}{path}?Action=ListQueues&Version=2012-11-05&QueueNamePrefix=metrics"
+        )
+        signed = urllib.request.Request(target, headers=signed_headers(target, b"", {}, "GET"))
+        with urllib.request.urlopen(signed, timeout=10) as response:
             answers.append(response.read().decode())
     # Then the queue behaved as a queue, both GETs were SQS answers, and /metrics parses
     assert message["Body"] == "not a scrape"
