@@ -19,6 +19,15 @@ index orders messages by SentTimestamp, so `expire` reads only the messages past
 retention period (a dead-lettered message keeps its original SentTimestamp, so offsets alone
 would not give that order).
 
+A sweep is due on nearly every call (the clock moves on by the millisecond), but usually no
+entry fell due since the last one. Each partition therefore keeps, in memory only, a lower
+bound on the earliest index entry after `swept_until_ms` (`_next_due_ms`): every index entry
+written lowers it, a sweep that scans sets it from the first entry left after now. While now
+is below it the sweep reads nothing and writes nothing; `swept_until_ms` advances in memory
+and reaches disk with the partition's next commit, which is consistent because no entry lies
+between the stored and the advanced value. Without a known bound (a fresh store, a read-only
+view) the sweep scans as before.
+
 The applied Kafka offset of each partition is written in the same batch as the facts it
 produced: after a crash, ingestion resumes at `applied_offset + 1` with nothing doubled.
 Every call takes `now_ms` from the caller's injected clock; this module never reads time.
@@ -160,6 +169,8 @@ class LeaseStore:
     def __init__(self, kv: KeyValueStore, on_commit: CommitListener | None = None) -> None:
         self._kv = kv
         self._states: dict[PartitionKey, PartitionState] = {}
+        # Lower bound of the earliest visibility-index time after swept_until_ms (see header).
+        self._next_due_ms: dict[PartitionKey, int] = {}
         self._on_commit = on_commit
 
     def close(self) -> None:
@@ -431,6 +442,7 @@ class LeaseStore:
         batch.delete(_state_key(pk))
         self._kv.write(batch, sync=True)
         self._states.pop(pk, None)
+        self._next_due_ms.pop(pk, None)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -465,6 +477,11 @@ class LeaseStore:
         """Count entries whose `visible_at_ms` passed since the last sweep as visible."""
         if not self._needs_sweep(st, now_ms):
             return
+        next_due = self._next_due_ms.get(pk)
+        if next_due is not None and next_due > now_ms:
+            # Nothing can have fallen due: no read, no write (see the module header).
+            st.swept_until_ms = now_ms
+            return
         start = b"V" + pk.prefix + _I64.pack(st.swept_until_ms + 1)
         end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
         for _, raw in self._kv.scan(start, end):
@@ -473,6 +490,17 @@ class LeaseStore:
             st.visible += 1
         st.swept_until_ms = now_ms
         batch.put(_state_key(pk), st.encode())
+        if st is self._states.get(pk):  # not for the throw-away copies of partition_state
+            upcoming = self.next_visible_at_ms(pk, now_ms)
+            bound = _MAX_TIME if upcoming is None else upcoming
+            # Index entries this operation put before sweeping are not in the store yet.
+            prefix = b"V" + pk.prefix
+            for key, value in batch.ops.items():
+                if value is not None and key.startswith(prefix):
+                    (at_ms,) = _I64.unpack_from(key, len(prefix))
+                    if now_ms < at_ms < bound:
+                        bound = at_ms
+            self._next_due_ms[pk] = bound
 
     def _visible_index(self, pk: PartitionKey, now_ms: int, limit: int) -> list[int]:
         start = b"V" + pk.prefix
@@ -498,6 +526,9 @@ class LeaseStore:
         batch.put(_fact_key(pk, offset), fact.encode())
         batch.put(_index_key(pk, fact.visible_at_ms, offset), _I32.pack(fact.receive_count))
         st.count(state.state_at(fact, st.swept_until_ms), +1)
+        next_due = self._next_due_ms.get(pk)
+        if next_due is not None and fact.visible_at_ms < next_due:
+            self._next_due_ms[pk] = fact.visible_at_ms
 
     def _replace_fact(
         self,

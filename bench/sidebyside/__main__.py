@@ -59,6 +59,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds per client in the client check (0: skip)",
     )
+    p.add_argument(
+        "--base-src",
+        type=Path,
+        help="source tree run as server 'kqs-base' (e.g. a `git archive` of the commit before a change)",
+    )
+    p.add_argument("--base-env", action="append", default=[], help="KEY=VALUE for kqs-base only")
     p.add_argument("--no-uvloop", action="store_true", help="plain asyncio loop in the client")
     return p
 
@@ -85,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = args.pairs or 3
     duration = args.duration or (8.0 if quick else 60.0)
     backlog = args.backlog or (5_000 if quick else 1_000_000)
-    phase_cap = args.phase_cap or (60.0 if quick else 300.0)
+    phase_cap = args.phase_cap or (45.0 if quick else 300.0)
     wake_rounds = args.wake_rounds or (10 if quick else 50)
     scale = [
         int(x) for x in (args.scale or ("2,5,100,50" if quick else "10,20,1000,500")).split(",")
@@ -95,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     kqs_env = dict(kv.split("=", 1) for kv in args.kqs_env)
     use_uvloop = not args.no_uvloop
 
+    servers.BASE_SRC = args.base_src.resolve() if args.base_src else None
+    base_env = dict(kv.split("=", 1) for kv in args.base_env)
     check_signer()
     server_cores, client_cores = _cores(args.server_cores), _cores(args.client_cores)
     if client_cores:
@@ -113,11 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         "java": f"java {servers.version_of_java()}",
     }
     for name in server_names:
-        versions[name] = {
-            "kqs": servers.kqs_version,
-            "elasticmq": lambda: f"elasticmq {servers.elasticmq_version(servers.elasticmq_home())}",
-            "moto": servers.moto_version,
-        }[name]()
+        if name == "kqs":
+            versions[name] = servers.kqs_version()
+        elif name == "elasticmq":
+            versions[name] = f"elasticmq {servers.elasticmq_version(servers.elasticmq_home())}"
+        elif name == "moto":
+            versions[name] = servers.moto_version()
+        else:
+            versions[name] = f"kqs-base from {servers.BASE_SRC}"
     import aiohttp
 
     client_desc = (
@@ -154,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         work = tmp / f"{workload}-{pair}-{name}"
-        with servers.running(name, work, server_cores, kqs_env) as server:
+        env = {**kqs_env, **base_env} if name == "kqs-base" else kqs_env
+        with servers.running(name, work, server_cores, env) as server:
             run = job(workload)
 
             async def go() -> dict[str, Any]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-SERVERS = ("kqs", "elasticmq", "moto")
+SERVERS = ("kqs", "kqs-base", "elasticmq", "moto")
+PEERS = ("elasticmq", "moto", "kqs-base")
 TITLES = {
     "a_single": "(a) producer/consumer, single calls (SendMessage; ReceiveMessage + DeleteMessage)",
     "b_batch": "(b) producer/consumer, batch calls (SendMessageBatch; ReceiveMessage×10 + DeleteMessageBatch)",
@@ -20,8 +21,16 @@ TITLES = {
 }
 # Per workload: (metric key, label, higher is better)
 RATIO_METRICS: dict[str, list[tuple[str, str, bool]]] = {
-    "a_single": [("sent_per_s", "sent/s", True), ("received_deleted_per_s", "recv+del/s", True)],
-    "b_batch": [("sent_per_s", "sent/s", True), ("received_deleted_per_s", "recv+del/s", True)],
+    "a_single": [
+        ("sent_per_s", "sent/s", True),
+        ("received_deleted_per_s", "recv+del/s", True),
+        ("cpu_ms_per_msg", "server CPU ms/msg", False),
+    ],
+    "b_batch": [
+        ("sent_per_s", "sent/s", True),
+        ("received_deleted_per_s", "recv+del/s", True),
+        ("cpu_ms_per_msg", "server CPU ms/msg", False),
+    ],
     "c_wake": [
         ("wake_p50_ms", "wake p50 ms", False),
         ("send_to_wake_p50_ms", "send issued → wake p50 ms", False),
@@ -56,6 +65,11 @@ def _lat(runs: list[dict[str, Any]], action: str) -> str:
 
 
 def _get(run: dict[str, Any], key: str) -> Any:
+    if key == "cpu_ms_per_msg":
+        # Server CPU per message moved (sent + received-and-deleted): the efficiency figure,
+        # which a machine shared with other work disturbs less than throughput.
+        moved = (run["result"].get("sent") or 0) + (run["result"].get("received_deleted") or 0)
+        return round(run["resources"]["server_cpu_s"] * 1000 / moved, 3) if moved else None
     if key in run["result"]:
         return run["result"][key]
     return run["resources"].get(key)
@@ -69,7 +83,8 @@ def ratios(runs: list[dict[str, Any]], workload: str) -> dict[str, Any]:
         if run["workload"] == workload:
             by_pair.setdefault(run["pair"], {})[run["server"]] = run
     for key, label, _ in RATIO_METRICS.get(workload, []):
-        for peer in ("elasticmq", "moto"):
+        present = {run["server"] for run in runs}
+        for peer in (p for p in PEERS if p in present):
             per_pair: list[float | None] = []
             for pair in sorted(by_pair):
                 kqs, other = by_pair[pair].get("kqs"), by_pair[pair].get(peer)
@@ -113,9 +128,9 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             header = (
                 "| server | sent | msg/s sent | msg/s recv+del | send p50 / p99 / p999 ms "
                 "| receive p50 / p99 / p999 ms | delete p50 / p99 / p999 ms | server CPU s "
-                "| peak RSS MB | client core share |"
+                "| server CPU ms/msg | peak RSS MB | client core share |"
             )
-            lines += [header, "|" + "---|" * 10]
+            lines += [header, "|" + "---|" * 11]
         for server in SERVERS:
             sruns = [r for r in wruns if r["server"] == server]
             if not sruns:
@@ -143,7 +158,8 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                 lines.append(
                     f"| {server} | {med('sent')} | {med('sent_per_s')} | {med('received_deleted_per_s')} "
                     f"| {_lat(sruns, send)} | {_lat(sruns, 'ReceiveMessage')} | {_lat(sruns, delete)} "
-                    f"| {med('server_cpu_s')} | {med('server_peak_rss_mb')} | {med('client_core_share')} |"
+                    f"| {med('server_cpu_s')} | {med('cpu_ms_per_msg')} | {med('server_peak_rss_mb')} "
+                    f"| {med('client_core_share')} |"
                 )
         lines.append("")
         lines += ["| ratio | per pair | median |", "|---|---|---|"]
@@ -193,3 +209,26 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def rerender(path: str) -> str:
+    """Markdown again from a results JSON (after the report format changed)."""
+    import json
+    from pathlib import Path
+
+    data = json.loads(Path(path).read_text())
+    text = markdown(data["runs"], data["meta"])
+    if data.get("client_check"):
+        from bench.sidebyside import clientcheck
+
+        text += "\n" + clientcheck.markdown(data["client_check"])
+    return text + f"\nTotal time: {data['meta']['elapsed_s']} s\n"
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    for arg in sys.argv[1:]:
+        Path(arg).with_suffix(".md").write_text(rerender(arg))
+        print(f"rewrote {Path(arg).with_suffix('.md')}")

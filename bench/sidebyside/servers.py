@@ -213,7 +213,14 @@ def kqs_version() -> str:
     return f"kqs {version('kqs')} ({commit}), kafka {broker.KAFKA_VERSION}"
 
 
-def start_kqs(work: Path, cores: Sequence[int] | None, extra_env: dict[str, str]) -> Server:
+def start_kqs(
+    work: Path,
+    cores: Sequence[int] | None,
+    extra_env: dict[str, str],
+    src: Path | None = None,
+    name: str = "kqs",
+) -> Server:
+    """`kqs serve` of this tree, or with `src` of another source tree (a before/after base)."""
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = {
@@ -225,14 +232,22 @@ def start_kqs(work: Path, cores: Sequence[int] | None, extra_env: dict[str, str]
     }
     env.pop("KQS_KAFKA_BOOTSTRAP", None)  # always the embedded broker
     log = work / "server.log"
-    cmd = [str(VENV_BIN / "kqs"), "serve", "--port", str(port), "--data-dir", str(work / "data")]
-    proc = _popen(cmd, log, env, cores, work)
+    args = ["serve", "--port", str(port), "--data-dir", str(work / "data")]
+    if src is None:
+        cmd = [str(VENV_BIN / "kqs"), *args]
+        version = kqs_version()
+    else:
+        # Same virtualenv, the other tree's modules first on the path.
+        env["PYTHONPATH"] = str(src)
+        cmd = [sys.executable, "-m", "gateway.cli", *args]
+        version = f"kqs from {src} ({(src / 'SOURCE').read_text().strip() if (src / 'SOURCE').is_file() else 'snapshot'})"
+    proc = _popen(cmd, log, env, cores, src or work)
     server = Server(
-        "kqs",
+        name,
         f"http://127.0.0.1:{port}",
         proc,
         work,
-        kqs_version(),
+        version,
         {
             "durability": "shipped defaults (acks=all, idempotence, broker fsync per record, "
             "synced RocksDB)",
@@ -326,11 +341,18 @@ def start_moto(work: Path, cores: Sequence[int] | None) -> Server:
     return server
 
 
+BASE_SRC: Path | None = None  # set from --base-src: the tree "kqs-base" runs
+
+
 def start(
     name: str, work: Path, cores: Sequence[int] | None, kqs_env: dict[str, str] | None = None
 ) -> Server:
     if name == "kqs":
         return start_kqs(work, cores, kqs_env or {})
+    if name == "kqs-base":
+        if BASE_SRC is None:
+            raise ValueError("kqs-base needs --base-src")
+        return start_kqs(work, cores, kqs_env or {}, src=BASE_SRC, name="kqs-base")
     if name == "elasticmq":
         return start_elasticmq(work, cores)
     if name == "moto":
