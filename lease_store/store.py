@@ -26,7 +26,9 @@ written lowers it, a sweep that scans sets it from the first entry left after no
 is below it the sweep reads nothing and writes nothing; `swept_until_ms` advances in memory
 and reaches disk with the partition's next commit, which is consistent because no entry lies
 between the stored and the advanced value. Without a known bound (a fresh store, a read-only
-view) the sweep scans as before.
+view) the sweep scans as before. `expire` does the same with `_oldest_sent_ms`, a lower bound
+on the earliest SentTimestamp in the expiry index: while it is above the retention cutoff no
+message can have expired and the index is not read.
 
 The applied Kafka offset of each partition is written in the same batch as the facts it
 produced: after a crash, ingestion resumes at `applied_offset + 1` with nothing doubled.
@@ -171,6 +173,8 @@ class LeaseStore:
         self._states: dict[PartitionKey, PartitionState] = {}
         # Lower bound of the earliest visibility-index time after swept_until_ms (see header).
         self._next_due_ms: dict[PartitionKey, int] = {}
+        # Lower bound of the earliest SentTimestamp in the expiry index (see header).
+        self._oldest_sent_ms: dict[PartitionKey, int] = {}
         self._on_commit = on_commit
 
     def close(self) -> None:
@@ -253,6 +257,9 @@ class LeaseStore:
             self._put_fact(pk, st, offset, fact, batch)
             batch.put(_message_key(pk, offset), message.encode())
             batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
+            oldest = self._oldest_sent_ms.get(pk)
+            if oldest is not None and fact.sent_ms < oldest:
+                self._oldest_sent_ms[pk] = fact.sent_ms
             added += 1
         if records:
             # Saved even when every record was skipped (purged), so a restart resumes after them.
@@ -372,6 +379,9 @@ class LeaseStore:
         cutoff_ms = now_ms - retention_ms  # state.is_expired: sent_ms <= cutoff_ms
         if cutoff_ms < 0:
             return 0
+        oldest = self._oldest_sent_ms.get(pk)
+        if oldest is not None and oldest > cutoff_ms:
+            return 0  # nothing is old enough: no read (see the module header)
         st = self._state(pk)
         start = b"X" + pk.prefix
         end = b"X" + pk.prefix + _I64.pack(cutoff_ms + 1)
@@ -389,6 +399,10 @@ class LeaseStore:
                 self._drop(pk, st, offset, fact, batch)
                 dropped += 1
             self._commit(pk, st, batch)
+        first = self._kv.scan(start, b"X" + pk.prefix + _I64.pack(_MAX_TIME), limit=1)
+        self._oldest_sent_ms[pk] = (
+            _I64.unpack_from(first[0][0], 1 + len(pk.prefix))[0] if first else _MAX_TIME
+        )
         return dropped
 
     def change_visibility(
@@ -443,6 +457,7 @@ class LeaseStore:
         self._kv.write(batch, sync=True)
         self._states.pop(pk, None)
         self._next_due_ms.pop(pk, None)
+        self._oldest_sent_ms.pop(pk, None)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -527,7 +542,8 @@ class LeaseStore:
         batch.put(_index_key(pk, fact.visible_at_ms, offset), _I32.pack(fact.receive_count))
         st.count(state.state_at(fact, st.swept_until_ms), +1)
         next_due = self._next_due_ms.get(pk)
-        if next_due is not None and fact.visible_at_ms < next_due:
+        # An entry at or before swept_until_ms is counted visible already: no sweep reads it.
+        if next_due is not None and st.swept_until_ms < fact.visible_at_ms < next_due:
             self._next_due_ms[pk] = fact.visible_at_ms
 
     def _replace_fact(

@@ -5,7 +5,7 @@
 Each round runs the same loop once with this tree's `lease_store` and once with the base
 tree's (a subprocess each, that tree first on PYTHONPATH), alternating: ingest a backlog,
 then per iteration what a short-poll consumer of workload (a) costs the store —
-`counts()` (the in-flight limit check), `receive(1)`, `remove()` (synced write). It reports
+`expire()` + `counts()` (the in-flight limit check), `receive(1)`, `remove()` (synced write). It reports
 CPU µs per iteration (process time: fsync waits excluded, so a loaded machine disturbs it
 less than throughput) and wall µs per iteration.
 """
@@ -38,6 +38,7 @@ with tempfile.TemporaryDirectory() as tmp:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for i in range(iterations):
         now += 1  # the clock moves on between requests, as it does in the gateway
+        store.expire(pk, now, 345_600_000)  # MessageService.counts expires first
         store.counts(pk, now)
         outcome = store.receive(pk, now, 1, 30_000, 345_600_000)
         for d in outcome.delivered:
@@ -65,12 +66,13 @@ def _one(src: Path, backlog: int, iterations: int) -> dict[str, float]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base-src", type=Path, required=True)
+    p.add_argument("--new-src", type=Path, help="tree measured as 'new' (default: this one)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--backlog", type=int, default=20_000)
     p.add_argument("--iterations", type=int, default=2_000)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    here = Path(__file__).resolve().parents[2]
+    here = (args.new_src or Path(__file__).resolve().parents[2]).resolve()
     rows: dict[str, list[dict[str, float]]] = {"new": [], "base": []}
     for _ in range(args.rounds):
         rows["new"].append(_one(here, args.backlog, args.iterations))
@@ -87,6 +89,8 @@ def main() -> int:
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "when_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "params": {"backlog": args.backlog, "iterations": args.iterations, "rounds": args.rounds},
+        "new_src": str(here),
+        "base_src": str(args.base_src.resolve()),
         "summary": summary,
         "cpu_ratio_new_over_base_per_round": [round(r, 3) for r in ratio_cpu],
         "cpu_ratio_median": round(statistics.median(ratio_cpu), 3),
