@@ -65,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
         help="source tree run as server 'kqs-base' (e.g. a `git archive` of the commit before a change)",
     )
     p.add_argument("--base-env", action="append", default=[], help="KEY=VALUE for kqs-base only")
+    p.add_argument(
+        "--warmup",
+        type=float,
+        help="seconds of unmeasured single+batch producer/consumer load on a scratch queue "
+        "before each measured run (JIT warm-up for the JVM servers; same for all)",
+    )
     p.add_argument("--no-uvloop", action="store_true", help="plain asyncio loop in the client")
     return p
 
@@ -100,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(args.workloads.split(","))
     kqs_env = dict(kv.split("=", 1) for kv in args.kqs_env)
     use_uvloop = not args.no_uvloop
+    warmup_s = args.warmup if args.warmup is not None else (8.0 if quick else 30.0)
 
     servers.BASE_SRC = args.base_src.resolve() if args.base_src else None
     base_env = dict(kv.split("=", 1) for kv in args.base_env)
@@ -173,6 +180,14 @@ def main(argv: list[str] | None = None) -> int:
                 async with Client(server.endpoint, pool=64) as client:
                     return await run(client)
 
+            async def warm() -> None:
+                async with Client(server.endpoint, pool=32) as client:
+                    for batch in (False, True):
+                        params = workloads.PairParams(8, 8, warmup_s / 2, batch=batch)
+                        await workloads.producer_consumer(client, params)
+
+            if warmup_s > 0:
+                _run_loop(warm, use_uvloop)
             with TreeMonitor(server) as mon:
                 result = _run_loop(go, use_uvloop)
             runs.append(
@@ -236,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": versions,
         "pinning": pinning,
         "client": client_desc,
+        "warmup_s": warmup_s,
         "kqs_env": kqs_env,
         "argv": sys.argv[1:] if argv is None else argv,
     }

@@ -85,7 +85,7 @@ def run(
     }
     with servers.running("elasticmq", work, server_cores) as server:
         # Warm the JVM first so neither client is measured against a cold server.
-        asyncio.run(_asyncio_run(server.endpoint, concurrency, min(3.0, duration_s)))
+        asyncio.run(_asyncio_run(server.endpoint, concurrency, max(5.0, duration_s)))
         cpu0, wall0 = _cpu(), time.monotonic()
         if use_uvloop:
             import uvloop

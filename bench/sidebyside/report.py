@@ -109,6 +109,8 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"- versions: {', '.join(meta['versions'].values())}",
         f"- pinning: {meta['pinning']}",
         f"- client: {meta['client']}",
+        f"- warm-up before each measured run: {meta.get('warmup_s', 0)} s of unmeasured "
+        "single + batch producer/consumer load on a scratch queue (every server alike)",
         "",
     ]
     workloads = [w for w in TITLES if any(r["workload"] == w for r in runs)]
