@@ -320,9 +320,11 @@ async def scale(client: Client, params: ScaleParams) -> dict[str, Any]:
                 job = jobs[index]
                 index += 1
                 try:
-                    ok += await worker(job)
+                    n = await worker(job)  # not `ok += await ...`: that reads ok before awaiting
                 except _RETRYABLE:
                     await asyncio.sleep(0.05)
+                    continue
+                ok += n
 
         await asyncio.gather(*(loop() for _ in range(params.concurrency)))
         elapsed = time.monotonic() - began
