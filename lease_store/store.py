@@ -19,6 +19,17 @@ index orders messages by SentTimestamp, so `expire` reads only the messages past
 retention period (a dead-lettered message keeps its original SentTimestamp, so offsets alone
 would not give that order).
 
+A sweep is due on nearly every call (the clock moves on by the millisecond), but usually no
+entry fell due since the last one. Each partition therefore keeps, in memory only, a lower
+bound on the earliest index entry after `swept_until_ms` (`_next_due_ms`): every index entry
+written lowers it, a sweep that scans sets it from the first entry left after now. While now
+is below it the sweep reads nothing and writes nothing; `swept_until_ms` advances in memory
+and reaches disk with the partition's next commit, which is consistent because no entry lies
+between the stored and the advanced value. Without a known bound (a fresh store, a read-only
+view) the sweep scans as before. `expire` does the same with `_oldest_sent_ms`, a lower bound
+on the earliest SentTimestamp in the expiry index: while it is above the retention cutoff no
+message can have expired and the index is not read.
+
 The applied Kafka offset of each partition is written in the same batch as the facts it
 produced: after a crash, ingestion resumes at `applied_offset + 1` with nothing doubled.
 Every call takes `now_ms` from the caller's injected clock; this module never reads time.
@@ -161,6 +172,10 @@ class LeaseStore:
     def __init__(self, kv: KeyValueStore, on_commit: CommitListener | None = None) -> None:
         self._kv = kv
         self._states: dict[PartitionKey, PartitionState] = {}
+        # Lower bound of the earliest visibility-index time after swept_until_ms (see header).
+        self._next_due_ms: dict[PartitionKey, int] = {}
+        # Lower bound of the earliest SentTimestamp in the expiry index (see header).
+        self._oldest_sent_ms: dict[PartitionKey, int] = {}
         self._on_commit = on_commit
 
     def close(self) -> None:
@@ -243,6 +258,9 @@ class LeaseStore:
             self._put_fact(pk, st, offset, fact, batch)
             batch.put(_message_key(pk, offset), message.encode())
             batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
+            oldest = self._oldest_sent_ms.get(pk)
+            if oldest is not None and fact.sent_ms < oldest:
+                self._oldest_sent_ms[pk] = fact.sent_ms
             added += 1
         if records:
             # Saved even when every record was skipped (purged), so a restart resumes after them.
@@ -367,6 +385,9 @@ class LeaseStore:
         cutoff_ms = now_ms - retention_ms  # state.is_expired: sent_ms <= cutoff_ms
         if cutoff_ms < 0:
             return []
+        oldest = self._oldest_sent_ms.get(pk)
+        if oldest is not None and oldest > cutoff_ms:
+            return []  # nothing is old enough: no read (see the module header)
         st = self._state(pk)
         start = b"X" + pk.prefix
         end = b"X" + pk.prefix + _I64.pack(cutoff_ms + 1)
@@ -385,6 +406,10 @@ class LeaseStore:
                 self._drop(pk, st, offset, fact, batch)
                 dropped.append(message.message_id if message is not None else "")
             self._commit(pk, st, batch)
+        first = self._kv.scan(start, b"X" + pk.prefix + _I64.pack(_MAX_TIME), limit=1)
+        self._oldest_sent_ms[pk] = (
+            _I64.unpack_from(first[0][0], 1 + len(pk.prefix))[0] if first else _MAX_TIME
+        )
         return dropped
 
     def change_visibility(
@@ -456,6 +481,8 @@ class LeaseStore:
         batch.delete(_state_key(pk))
         self._kv.write(batch, sync=True)
         self._states.pop(pk, None)
+        self._next_due_ms.pop(pk, None)
+        self._oldest_sent_ms.pop(pk, None)
         return dropped
 
     # -- internals -------------------------------------------------------------------------
@@ -491,6 +518,11 @@ class LeaseStore:
         """Count entries whose `visible_at_ms` passed since the last sweep as visible."""
         if not self._needs_sweep(st, now_ms):
             return
+        next_due = self._next_due_ms.get(pk)
+        if next_due is not None and next_due > now_ms:
+            # Nothing can have fallen due: no read, no write (see the module header).
+            st.swept_until_ms = now_ms
+            return
         start = b"V" + pk.prefix + _I64.pack(st.swept_until_ms + 1)
         end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
         for _, raw in self._kv.scan(start, end):
@@ -499,6 +531,17 @@ class LeaseStore:
             st.visible += 1
         st.swept_until_ms = now_ms
         batch.put(_state_key(pk), st.encode())
+        if st is self._states.get(pk):  # not for the throw-away copies of partition_state
+            upcoming = self.next_visible_at_ms(pk, now_ms)
+            bound = _MAX_TIME if upcoming is None else upcoming
+            # Index entries this operation put before sweeping are not in the store yet.
+            prefix = b"V" + pk.prefix
+            for key, value in batch.ops.items():
+                if value is not None and key.startswith(prefix):
+                    (at_ms,) = _I64.unpack_from(key, len(prefix))
+                    if now_ms < at_ms < bound:
+                        bound = at_ms
+            self._next_due_ms[pk] = bound
 
     def _visible_index(self, pk: PartitionKey, now_ms: int, limit: int) -> list[int]:
         start = b"V" + pk.prefix
@@ -524,6 +567,10 @@ class LeaseStore:
         batch.put(_fact_key(pk, offset), fact.encode())
         batch.put(_index_key(pk, fact.visible_at_ms, offset), _I32.pack(fact.receive_count))
         st.count(state.state_at(fact, st.swept_until_ms), +1)
+        next_due = self._next_due_ms.get(pk)
+        # An entry at or before swept_until_ms is counted visible already: no sweep reads it.
+        if next_due is not None and st.swept_until_ms < fact.visible_at_ms < next_due:
+            self._next_due_ms[pk] = fact.visible_at_ms
 
     def _replace_fact(
         self,

@@ -1,0 +1,408 @@
+"""The workloads, each a coroutine run against one fresh server through `loadgen.Client`.
+
+(a) single / (b) batch: seed 000 appendix A's producer/consumer pair. Producer tasks send 1 KB
+    messages (SendMessage, or SendMessageBatch of 10) for a fixed time; consumer tasks
+    short-poll ReceiveMessage (1, or 10 with DeleteMessageBatch) and delete what they got,
+    as the seed's Java sample does (its defaults: 16 producers / 32 consumers single,
+    12 / 20 batched). Only operations completed inside the window count.
+(c) long-poll wake: one consumer parked in a 20 s ReceiveMessage on an empty queue; a message
+    is sent; the figure is the time from the SendMessage response to the receive returning.
+(d) backlog drain: N messages queued with SendMessageBatch, then drained with ReceiveMessage
+    of 10 + DeleteMessageBatch until the queue is empty (each phase time-capped; the size
+    actually reached is reported).
+(e) scale (seed 004): users × queues per user × messages per queue, then `in_flight`
+    messages received and held per queue; every phase is time-capped and reports the size
+    reached. All "users" share the test/test credentials (the servers verify one identity),
+    so a user is a queue-name prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from bench.sidebyside.loadgen import Client, SqsError, percentile
+
+BODY = "x" * 1024  # 1 KB, as in the seed
+_RETRYABLE = (SqsError, aiohttp.ClientError, TimeoutError)
+
+
+@dataclass(frozen=True)
+class PairParams:
+    producers: int
+    consumers: int
+    duration_s: float
+    batch: bool
+
+
+def latency_summary(client: Client) -> dict[str, dict[str, float | int | None]]:
+    out: dict[str, dict[str, float | int | None]] = {}
+    for action, values in sorted(client.stats.latencies_ms.items()):
+        out[action] = {
+            "n": len(values),
+            "p50_ms": _r(percentile(values, 0.50)),
+            "p99_ms": _r(percentile(values, 0.99)),
+            "p999_ms": _r(percentile(values, 0.999)),
+        }
+    return out
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def _errors(client: Client) -> dict[str, Any]:
+    return {"counts": dict(client.stats.errors), "samples": list(client.stats.error_samples)}
+
+
+async def producer_consumer(client: Client, params: PairParams) -> dict[str, Any]:
+    url = await client.create_queue(f"pair-{uuid.uuid4().hex[:8]}")
+    sent = 0
+    done = 0
+    began = time.monotonic()
+    stop_at = began + params.duration_s
+
+    async def produce() -> None:
+        nonlocal sent
+        while time.monotonic() < stop_at:
+            try:
+                if params.batch:
+                    result = await client.call(
+                        "SendMessageBatch",
+                        {
+                            "QueueUrl": url,
+                            "Entries": [{"Id": str(i), "MessageBody": BODY} for i in range(10)],
+                        },
+                    )
+                    n = len(result.get("Successful", []))
+                else:
+                    await client.call("SendMessage", {"QueueUrl": url, "MessageBody": BODY})
+                    n = 1
+            except _RETRYABLE:
+                await asyncio.sleep(0.01)
+                continue
+            if time.monotonic() <= stop_at:
+                sent += n
+
+    async def consume() -> None:
+        nonlocal done
+        while time.monotonic() < stop_at:
+            try:
+                result = await client.call(
+                    "ReceiveMessage",
+                    {"QueueUrl": url, "MaxNumberOfMessages": 10 if params.batch else 1},
+                )
+                messages = result.get("Messages") or []
+                if not messages:
+                    continue
+                if params.batch:
+                    deleted = await client.call(
+                        "DeleteMessageBatch",
+                        {
+                            "QueueUrl": url,
+                            "Entries": [
+                                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                                for i, m in enumerate(messages)
+                            ],
+                        },
+                    )
+                    n = len(deleted.get("Successful", []))
+                else:
+                    await client.call(
+                        "DeleteMessage",
+                        {"QueueUrl": url, "ReceiptHandle": messages[0]["ReceiptHandle"]},
+                    )
+                    n = 1
+            except _RETRYABLE:
+                await asyncio.sleep(0.01)
+                continue
+            if time.monotonic() <= stop_at:
+                done += n
+
+    await asyncio.gather(
+        *(produce() for _ in range(params.producers)),
+        *(consume() for _ in range(params.consumers)),
+    )
+    window = params.duration_s
+    return {
+        "params": {
+            "producers": params.producers,
+            "consumers": params.consumers,
+            "duration_s": params.duration_s,
+            "batch": params.batch,
+            "body_bytes": len(BODY),
+            "receive": "short poll (WaitTimeSeconds 0), as the seed's sample",
+        },
+        "sent": sent,
+        "received_deleted": done,
+        "sent_per_s": round(sent / window, 1),
+        "received_deleted_per_s": round(done / window, 1),
+        "latency": latency_summary(client),
+        "errors": _errors(client),
+    }
+
+
+async def long_poll_wake(client: Client, rounds: int, park_s: float = 0.5) -> dict[str, Any]:
+    url = await client.create_queue(f"wake-{uuid.uuid4().hex[:8]}")
+    wake_ms: list[float] = []  # send acknowledged -> receive returned (negative: before the ack)
+    send_to_wake_ms: list[float] = []  # send issued -> receive returned
+    misses = 0
+
+    async def parked() -> tuple[dict[str, Any], float]:
+        result = await client.call(
+            "ReceiveMessage",
+            {"QueueUrl": url, "WaitTimeSeconds": 20, "MaxNumberOfMessages": 1},
+            record=False,
+        )
+        return result, time.perf_counter()
+
+    for _ in range(rounds):
+        receive = asyncio.create_task(parked())
+        await asyncio.sleep(park_s)  # the receive is parked on the empty queue by now
+        issued = time.perf_counter()
+        await client.call("SendMessage", {"QueueUrl": url, "MessageBody": BODY})
+        acked = time.perf_counter()
+        result, returned = await receive
+        messages = result.get("Messages") or []
+        if not messages:
+            misses += 1  # the wait ran out without the message: a failed wake
+            continue
+        wake_ms.append((returned - acked) * 1000)
+        send_to_wake_ms.append((returned - issued) * 1000)
+        await client.call(
+            "DeleteMessage", {"QueueUrl": url, "ReceiptHandle": messages[0]["ReceiptHandle"]}
+        )
+    return {
+        "params": {"rounds": rounds, "park_s": park_s, "wait_time_s": 20},
+        "woken": len(wake_ms),
+        "missed": misses,
+        "wake_p50_ms": _r(percentile(wake_ms, 0.5)),
+        "wake_p99_ms": _r(percentile(wake_ms, 0.99)),
+        "wake_max_ms": _r(max(wake_ms) if wake_ms else None),
+        "send_to_wake_p50_ms": _r(percentile(send_to_wake_ms, 0.5)),
+        "send_to_wake_p99_ms": _r(percentile(send_to_wake_ms, 0.99)),
+        "latency": latency_summary(client),
+        "errors": _errors(client),
+    }
+
+
+async def backlog_drain(
+    client: Client, size: int, concurrency: int, phase_cap_s: float
+) -> dict[str, Any]:
+    url = await client.create_queue(f"backlog-{uuid.uuid4().hex[:8]}")
+    batches = (size + 9) // 10
+    next_batch = 0
+    sent = 0
+    began = time.monotonic()
+    fill_deadline = began + phase_cap_s
+
+    async def fill() -> None:
+        nonlocal next_batch, sent
+        while next_batch < batches and time.monotonic() < fill_deadline:
+            next_batch += 1
+            try:
+                result = await client.call(
+                    "SendMessageBatch",
+                    {
+                        "QueueUrl": url,
+                        "Entries": [{"Id": str(i), "MessageBody": BODY} for i in range(10)],
+                    },
+                )
+            except _RETRYABLE:
+                next_batch -= 1
+                await asyncio.sleep(0.05)
+                continue
+            sent += len(result.get("Successful", []))
+
+    await asyncio.gather(*(fill() for _ in range(concurrency)))
+    fill_s = time.monotonic() - began
+
+    # Wait until the server counts the backlog as visible (KQS ingests from Kafka).
+    settle_began = time.monotonic()
+    while time.monotonic() - settle_began < min(600.0, phase_cap_s):
+        visible, _ = await client.count(url)
+        if visible >= sent:
+            break
+        await asyncio.sleep(0.5)
+    settle_s = time.monotonic() - settle_began
+
+    drained = 0
+    empty_streak = 0
+    drain_began = time.monotonic()
+    drain_deadline = drain_began + phase_cap_s
+
+    async def drain() -> None:
+        nonlocal drained, empty_streak
+        while drained < sent and time.monotonic() < drain_deadline:
+            try:
+                result = await client.call(
+                    "ReceiveMessage",
+                    {"QueueUrl": url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 1},
+                )
+                messages = result.get("Messages") or []
+                if not messages:
+                    empty_streak += 1
+                    if empty_streak > 3 * concurrency:
+                        return
+                    continue
+                empty_streak = 0
+                deleted = await client.call(
+                    "DeleteMessageBatch",
+                    {
+                        "QueueUrl": url,
+                        "Entries": [
+                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                            for i, m in enumerate(messages)
+                        ],
+                    },
+                )
+            except _RETRYABLE:
+                await asyncio.sleep(0.05)
+                continue
+            drained += len(deleted.get("Successful", []))
+
+    await asyncio.gather(*(drain() for _ in range(concurrency)))
+    drain_s = time.monotonic() - drain_began
+    return {
+        "params": {
+            "requested": size,
+            "concurrency": concurrency,
+            "phase_cap_s": phase_cap_s,
+            "body_bytes": len(BODY),
+        },
+        "sent": sent,
+        "received_deleted": drained,
+        "complete": sent >= size and drained >= sent,
+        "fill_s": round(fill_s, 2),
+        "settle_s": round(settle_s, 2),
+        "drain_s": round(drain_s, 2),
+        "sent_per_s": round(sent / fill_s, 1) if fill_s else None,
+        "received_deleted_per_s": round(drained / drain_s, 1) if drain_s else None,
+        "latency": latency_summary(client),
+        "errors": _errors(client),
+    }
+
+
+@dataclass(frozen=True)
+class ScaleParams:
+    users: int
+    queues_per_user: int
+    messages_per_queue: int
+    in_flight: int
+    concurrency: int
+    phase_cap_s: float
+
+
+async def scale(client: Client, params: ScaleParams) -> dict[str, Any]:
+    names = [
+        f"u{u:03d}-q{q:03d}-{uuid.uuid4().hex[:4]}"
+        for u in range(params.users)
+        for q in range(params.queues_per_user)
+    ]
+    urls: list[str] = []
+    phases: dict[str, Any] = {}
+
+    async def run_phase(label: str, jobs: list[Any], worker: Any) -> int:
+        """Run `worker(job)` over jobs with bounded concurrency until done or time is up."""
+        began = time.monotonic()
+        deadline = began + params.phase_cap_s
+        index = 0
+        ok = 0
+
+        async def loop() -> None:
+            nonlocal index, ok
+            while index < len(jobs) and time.monotonic() < deadline:
+                job = jobs[index]
+                index += 1
+                try:
+                    n = await worker(job)  # not `ok += await ...`: that reads ok before awaiting
+                except _RETRYABLE:
+                    await asyncio.sleep(0.05)
+                    continue
+                ok += n
+
+        await asyncio.gather(*(loop() for _ in range(params.concurrency)))
+        elapsed = time.monotonic() - began
+        phases[label] = {
+            "jobs": len(jobs),
+            "done": ok,
+            "seconds": round(elapsed, 2),
+            "per_s": round(ok / elapsed, 1) if elapsed else None,
+            "timed_out": time.monotonic() >= deadline,
+        }
+        return ok
+
+    async def create(name: str) -> int:
+        urls.append(await client.create_queue(name))
+        return 1
+
+    await run_phase("create_queues", names, create)
+
+    per_batch = 10
+    send_jobs = [
+        (url, min(per_batch, params.messages_per_queue - start))
+        for url in urls
+        for start in range(0, params.messages_per_queue, per_batch)
+    ]
+
+    async def send(job: tuple[str, int]) -> int:
+        url, n = job
+        result = await client.call(
+            "SendMessageBatch",
+            {
+                "QueueUrl": url,
+                "Entries": [{"Id": str(i), "MessageBody": BODY} for i in range(n)],
+            },
+        )
+        return len(result.get("Successful", []))
+
+    sent = await run_phase("send", send_jobs, send)
+
+    # Hold `in_flight` messages per queue: receive without deleting (visibility 600 s).
+    recv_jobs = [url for url in urls for _ in range((params.in_flight + 9) // 10)]
+
+    async def hold(url: str) -> int:
+        result = await client.call(
+            "ReceiveMessage",
+            {
+                "QueueUrl": url,
+                "MaxNumberOfMessages": 10,
+                "VisibilityTimeout": 600,
+                "WaitTimeSeconds": 1,
+            },
+        )
+        return len(result.get("Messages") or [])
+
+    held = await run_phase("receive_in_flight", recv_jobs, hold)
+
+    # Check the servers' own counts on a sample of queues.
+    sample = urls[:: max(1, len(urls) // 20)][:20]
+    counts = [await client.count(u) for u in sample]
+    return {
+        "params": {
+            "users": params.users,
+            "queues_per_user": params.queues_per_user,
+            "messages_per_queue": params.messages_per_queue,
+            "in_flight_per_queue": params.in_flight,
+            "concurrency": params.concurrency,
+            "phase_cap_s": params.phase_cap_s,
+            "identity": "one credential (test/test) for all users; user = queue-name prefix",
+        },
+        "queues_created": len(urls),
+        "messages_sent": sent,
+        "messages_in_flight": held,
+        "reached": {
+            "queues": len(urls),
+            "messages_per_queue": round(sent / len(urls), 1) if urls else 0,
+            "in_flight_per_queue": round(held / len(urls), 1) if urls else 0,
+        },
+        "sample_counts_visible_inflight": counts,
+        "phases": phases,
+        "latency": latency_summary(client),
+        "errors": _errors(client),
+    }
