@@ -120,6 +120,8 @@ class _Parts:
             },
             changelog_records=self.changelog.published,
             changelog_failures=self.changelog.failures,
+            lease_syncs=messages.group_sync.syncs,
+            lease_sync_waiters=messages.group_sync.waiters,
         )
 
 

@@ -24,6 +24,7 @@ from gateway.errors import (
     ReceiptHandleIsInvalid,
 )
 from gateway.events import EventSink
+from gateway.group_sync import GroupSync
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import (
     QueueRegistry,
@@ -77,6 +78,7 @@ class MessageService:
         # Told about each outcome once it is decided; must return at once and never raise.
         self._events = events or EventSink()
         self._changelog = changelog
+        self.group_sync = GroupSync(leases.sync)
         self._producer = producer
         self._leases = leases
         self._registry = registry
@@ -270,11 +272,12 @@ class MessageService:
         pk, handle = self._locate(record, receipt_handle)
         message = self._leases.message(pk, handle.offset)
         with self._changes() as changes:
-            removed = self._leases.remove(pk, handle.offset, self._clock.now_ms())
+            removed = self._leases.remove(pk, handle.offset, self._clock.now_ms(), sync=False)
             if not removed and self._changelog is not None:
                 # Gone here already; an earlier try may have failed to reach the changelog.
                 self._changelog.tombstone(pk, handle.offset)
         try:
+            await self.group_sync.durable()
             await changes.confirmed()
         finally:
             # Removed here even if the changelog failed (and a retry will find it gone):
@@ -288,8 +291,14 @@ class MessageService:
         pk, handle = self._locate(record, receipt_handle)
         with self._changes() as changes:
             self._leases.change_visibility(
-                pk, handle.offset, handle.epoch, self._clock.now_ms(), visibility_s * 1000
+                pk,
+                handle.offset,
+                handle.epoch,
+                self._clock.now_ms(),
+                visibility_s * 1000,
+                sync=False,
             )
+        await self.group_sync.durable()
         await changes.confirmed()
         # The earliest moment something becomes visible may have moved: let waiters re-plan.
         self._signals.notify(record.key)

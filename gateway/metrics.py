@@ -103,6 +103,8 @@ class Snapshot:
     producers: Mapping[str, ProducerStatistics] = field(default_factory=dict)
     changelog_records: int = 0
     changelog_failures: int = 0
+    lease_syncs: int = 0
+    lease_sync_waiters: int = 0
 
 
 def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
@@ -177,6 +179,16 @@ def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
         "kqs_lease_changelog_failures_total",
         "Lease changelog records Kafka did not acknowledge.",
         [({}, snapshot.changelog_failures)],
+    )
+    out.family(
+        "kqs_lease_store_syncs_total",
+        "fsyncs of the lease store made for deletes and visibility changes (group commit).",
+        [({}, snapshot.lease_syncs)],
+    )
+    out.family(
+        "kqs_lease_store_sync_waiters_total",
+        "Deletes and visibility changes that waited for a lease-store fsync.",
+        [({}, snapshot.lease_sync_waiters)],
     )
     return out.text()
 

@@ -44,5 +44,9 @@ class KeyValueStore(ABC):
         """Apply `batch` atomically; with `sync`, return only after it is durable on disk."""
 
     @abstractmethod
+    def sync(self) -> None:
+        """Make every write so far durable on disk (one fsync for many unsynced writes)."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release the store; further calls are errors."""

@@ -33,6 +33,9 @@ class MemoryKeyValueStore(KeyValueStore):
             i += 1
         return out
 
+    def sync(self) -> None:
+        self._check_open()  # nothing to make durable: this store lives in memory only
+
     def write(self, batch: WriteBatch, *, sync: bool = False) -> None:
         self._check_open()
         for key, value in batch.ops.items():

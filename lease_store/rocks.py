@@ -51,6 +51,9 @@ class RocksKeyValueStore(KeyValueStore):
                 rocks_batch.put(key, value)
         self._db.write(rocks_batch, self._sync if sync else self._nosync)
 
+    def sync(self) -> None:
+        self._db.flush_wal(True)  # write and fsync the WAL: what `sync=True` writes would do
+
     def close(self) -> None:
         self._db.close()
 
@@ -83,4 +86,7 @@ class ReadOnlyRocksKeyValueStore(RocksKeyValueStore):
                 time.sleep(0.02 * (attempt + 1))
 
     def write(self, batch: WriteBatch, *, sync: bool = False) -> None:
+        raise PermissionError("this view of the lease store is read-only")
+
+    def sync(self) -> None:
         raise PermissionError("this view of the lease store is read-only")

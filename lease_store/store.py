@@ -314,11 +314,13 @@ class LeaseStore:
         self._commit(pk, st, batch)
         return outcome
 
-    def remove(self, pk: PartitionKey, offset: int, now_ms: int) -> bool:
+    def remove(self, pk: PartitionKey, offset: int, now_ms: int, *, sync: bool = True) -> bool:
         """Delete a message's state (DeleteMessage, or after a dead-letter move).
 
         Returns False when it was already gone. The write is synced: a deletion that was
-        acknowledged must survive a crash, or the message would be delivered again.
+        acknowledged must survive a crash, or the message would be delivered again. With
+        `sync=False` the caller must call `sync()` before acknowledging it (so that many
+        concurrent deletions share one fsync).
         """
         st = self._state(pk)
         batch = WriteBatch()
@@ -327,7 +329,7 @@ class LeaseStore:
         if fact is None:
             return False
         self._drop(pk, st, offset, fact, batch)
-        self._commit(pk, st, batch, sync=True)
+        self._commit(pk, st, batch, sync=sync)
         return True
 
     def hold(
@@ -413,9 +415,19 @@ class LeaseStore:
         return dropped
 
     def change_visibility(
-        self, pk: PartitionKey, offset: int, epoch: int, now_ms: int, visibility_ms: int
+        self,
+        pk: PartitionKey,
+        offset: int,
+        epoch: int,
+        now_ms: int,
+        visibility_ms: int,
+        *,
+        sync: bool = True,
     ) -> LeaseFact:
-        """Restart a lease (ChangeMessageVisibility); raises the `state` module's errors."""
+        """Restart a lease (ChangeMessageVisibility); raises the `state` module's errors.
+
+        Synced like `remove`, with the same `sync=False` option.
+        """
         st = self._state(pk)
         batch = WriteBatch()
         self._sweep(pk, st, now_ms, batch)
@@ -424,8 +436,13 @@ class LeaseStore:
             raise MessageNotAvailable("message was deleted")
         changed = state.change_visibility(fact, epoch, now_ms, visibility_ms)
         self._replace_fact(pk, st, offset, fact, changed, batch)
-        self._commit(pk, st, batch, sync=True)
+        self._commit(pk, st, batch, sync=sync)
         return changed
+
+    def sync(self) -> None:
+        """Make every write so far durable (after `remove` / `change_visibility` with
+        `sync=False`)."""
+        self._kv.sync()
 
     def oldest_sent_ms(self, pk: PartitionKey) -> int | None:
         """SentTimestamp of the oldest message still here, in any state (None: empty).

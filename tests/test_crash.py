@@ -97,7 +97,9 @@ def _drain_and_stop(workload: Workload, endpoint: str, urls: list[str]) -> Verdi
     # Deliveries left to time out, and leases taken just before a crash, come back after the
     # visibility timeout: allow a few of those rounds.
     workload.drain(timeout_s=6 * VISIBILITY_TIMEOUT_S)
-    _wait_until_empty(endpoint, urls, timeout_s=3 * VISIBILITY_TIMEOUT_S)
+    undeleted = workload.ledger.undeleted()
+    _report(f"acknowledged but not yet deleted after the drain: {len(undeleted)}")
+    _wait_until_empty(endpoint, urls, timeout_s=6 * VISIBILITY_TIMEOUT_S)
     workload.stop()
     return workload.ledger.verdict()
 

@@ -14,7 +14,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.attribute_md5 import attributes_md5
-from tests.harness import ACCOUNT_ID, NewQueue, signed_headers
+from tests.harness import ACCOUNT_ID, GatewayProcess, NewQueue, signed_headers
+from tests.prometheus_text import scrape
 
 TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 NOT_AVAILABLE = "Message does not exist or is not available for visibility timeout change."
@@ -399,3 +400,35 @@ def test_query_batch_result_uses_the_result_entry_and_error_entry_elements(
         "<BatchResultErrorEntry><Id>bad</Id><SenderFault>true</SenderFault>"
         "<Code>InvalidMessageContents</Code>" in xml
     )
+
+
+def test_a_delete_batch_shares_one_lease_store_fsync(
+    sqs: Any, new_queue: NewQueue, gateway: GatewayProcess
+) -> None:
+    # Given ten messages in flight
+    url = new_queue("group-sync")
+    sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)]
+    )
+    taken: list[dict[str, Any]] = []
+    while len(taken) < 10:
+        taken += sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60, WaitTimeSeconds=1
+        ).get("Messages", [])
+    before = scrape(gateway.endpoint)
+
+    # When one DeleteMessageBatch deletes them all
+    response = sqs.delete_message_batch(
+        QueueUrl=url,
+        Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(taken)],
+    )
+
+    # Then all ten were answered after a single fsync of the lease store (group commit)
+    after = scrape(gateway.endpoint)
+    assert len(response["Successful"]) == 10
+    delta = {
+        name: after.value(name) - before.value(name)
+        for name in ("kqs_lease_store_sync_waiters_total", "kqs_lease_store_syncs_total")
+    }
+    assert delta == {"kqs_lease_store_sync_waiters_total": 10, "kqs_lease_store_syncs_total": 1}
+    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []

@@ -1,0 +1,75 @@
+"""Group commit: concurrent requests share one lease-store fsync, and share its failure."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.group_sync import GroupSync
+
+
+class RecordingSync:
+    """Counts the syncs and what had been written when each ran."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.written = 0
+        self.covered: list[int] = []
+        self.fail = fail
+
+    def __call__(self) -> None:
+        if self.fail:
+            raise OSError("disk gone")
+        self.covered.append(self.written)
+
+
+async def test_requests_of_one_turn_share_one_sync_covering_all_their_writes() -> None:
+    # Given ten requests that each write, then wait for durability, in the same turn
+    sync = RecordingSync()
+    group = GroupSync(sync)
+
+    async def request() -> None:
+        sync.written += 1
+        await group.durable()
+
+    # When
+    await asyncio.gather(*(request() for _ in range(10)))
+
+    # Then one sync ran, after all ten writes
+    assert sync.covered == [10]
+    assert (group.syncs, group.waiters) == (1, 10)
+
+
+async def test_a_write_after_a_sync_started_waits_for_the_next_one() -> None:
+    # Given a first request whose sync has run
+    sync = RecordingSync()
+    group = GroupSync(sync)
+    sync.written += 1
+    await group.durable()
+
+    # When another request writes and waits
+    sync.written += 1
+    await group.durable()
+
+    # Then it got a sync of its own, covering its write
+    assert sync.covered == [1, 2]
+
+
+async def test_a_failed_sync_fails_every_request_that_waited_for_it() -> None:
+    group = GroupSync(RecordingSync(fail=True))
+    outcomes = await asyncio.gather(group.durable(), group.durable(), return_exceptions=True)
+    assert [type(o) for o in outcomes] == [OSError, OSError]
+    assert group.syncs == 0
+
+
+async def test_a_cancelled_waiter_does_not_cancel_the_sync_for_the_others() -> None:
+    sync = RecordingSync()
+    group = GroupSync(sync)
+    first = asyncio.ensure_future(group.durable())
+    second = asyncio.ensure_future(group.durable())
+    await asyncio.sleep(0)  # both are waiting now
+    first.cancel()
+    await second
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert group.syncs == 1
