@@ -104,6 +104,24 @@ def _drain_and_stop(workload: Workload, endpoint: str, urls: list[str]) -> Verdi
     return workload.ledger.verdict()
 
 
+def _finish(
+    workload: Workload,
+    gateway: GatewayProcess,
+    urls: list[str],
+    killed: str,
+    restarts: list[float],
+    connection_errors_expected: bool,
+) -> None:
+    """After the kill cycles: drain, report the figures, account for every message."""
+    verdict = _drain_and_stop(workload, gateway.endpoint, urls)
+    _report(
+        f"{killed} SIGKILL cycles: {len(restarts)}; {killed} restart to ready p50 "
+        f"{statistics.median(restarts):.2f} s, max {max(restarts):.2f} s"
+    )
+    _assert_accounted(verdict, connection_errors_expected)
+    _assert_empty(gateway.endpoint, urls)
+
+
 def _wait_until_empty(endpoint: str, urls: list[str], timeout_s: float) -> None:
     # Messages from sends that failed but landed are consumed too; give the consumers time.
     sqs = json_client(endpoint)
@@ -141,13 +159,7 @@ def test_gateway_sigkill_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
             began = time.monotonic()
             gateway.start()
             restarts.append(time.monotonic() - began)
-        verdict = _drain_and_stop(workload, gateway.endpoint, urls)
-        _report(
-            f"gateway SIGKILL cycles: {len(restarts)}; restart to ready p50 "
-            f"{statistics.median(restarts):.2f} s, max {max(restarts):.2f} s"
-        )
-        _assert_accounted(verdict, connection_errors_expected=True)
-        _assert_empty(gateway.endpoint, urls)
+        _finish(workload, gateway, urls, "gateway", restarts, connection_errors_expected=True)
     finally:
         if workload is not None:
             workload.stop()
@@ -181,14 +193,8 @@ def test_broker_sigkill_cycles(kafka_dir: Path, tmp_path: Path) -> None:
             began = time.monotonic()
             broker.start(kafka_dir, port=port, controller_port=controller_port)
             restarts.append(time.monotonic() - began)
-        verdict = _drain_and_stop(workload, gateway.endpoint, urls)
-        _report(
-            f"broker SIGKILL cycles: {len(restarts)}; broker restart to ready p50 "
-            f"{statistics.median(restarts):.2f} s, max {max(restarts):.2f} s"
-        )
         # The gateway stays up throughout: clients never lose their connection to it.
-        _assert_accounted(verdict, connection_errors_expected=False)
-        _assert_empty(gateway.endpoint, urls)
+        _finish(workload, gateway, urls, "broker", restarts, connection_errors_expected=False)
     finally:
         if workload is not None:
             workload.stop()
