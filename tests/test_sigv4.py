@@ -235,3 +235,27 @@ def test_a_presigned_url_without_its_signature_is_incomplete() -> None:
     unsigned = "&".join(p for p in raw_path.split("&") if not p.startswith("X-Amz-Signature"))
     with pytest.raises(IncompleteSignature, match="X-Amz-Signature"):
         verify((method, unsigned, headers, body))
+
+
+@pytest.mark.parametrize(
+    "amz_date",
+    [
+        "2024-01-01T00:00:00Z",
+        "20240101T000000",
+        "20241301T000000Z",
+        "20240101T2500000",
+        "2024０101T000000Z",
+        "",
+    ],
+)
+def test_an_x_amz_date_not_in_basic_format_is_incomplete(amz_date: str) -> None:
+    method, raw_path, headers, body = signed()
+    headers["X-Amz-Date"] = amz_date
+    with pytest.raises(IncompleteSignature, match="ISO-8601 'basic format'"):
+        verify((method, raw_path, headers, body))
+
+
+def test_an_x_amz_date_in_basic_format_is_read_as_utc() -> None:
+    assert sigv4._parse_amz_date("20241122T093015Z") == datetime(
+        2024, 11, 22, 9, 30, 15, tzinfo=UTC
+    )

@@ -100,11 +100,11 @@ def verify(
     signed = _from_query(pairs) if presigned else _from_header(headers)
     if signed.service != SERVICE:
         raise SignatureDoesNotMatch(f"Credential should be scoped to correct service: '{SERVICE}'.")
-    if signed.amz_date.strftime("%Y%m%d") != signed.date:
+    day = f"{signed.amz_date.year:04d}{signed.amz_date.month:02d}{signed.amz_date.day:02d}"
+    if day != signed.date:
         raise SignatureDoesNotMatch(
             "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
-            f"from HTTP: '{signed.date}' != '{signed.amz_date.strftime('%Y%m%d')}', from "
-            f"'{signed.amz_date_text}'."
+            f"from HTTP: '{signed.date}' != '{day}', from '{signed.amz_date_text}'."
         )
     secret = secret_of(signed.access_key)
     if secret is None:
@@ -246,8 +246,23 @@ def _signed(
 
 
 def _parse_amz_date(text: str) -> datetime:
+    # By hand: strptime took a seventh of the whole verification (every request has a date).
     try:
-        return datetime.strptime(text, _AMZ_DATE).replace(tzinfo=UTC)
+        shape_ok = len(text) == 16 and text.isascii() and text[8] == "T" and text[15] == "Z"
+        if not shape_ok or not text[:8].isdigit():
+            raise ValueError(text)
+        clock = text[9:15]
+        if not clock.isdigit():
+            raise ValueError(text)
+        return datetime(
+            int(text[0:4]),
+            int(text[4:6]),
+            int(text[6:8]),
+            int(clock[0:2]),
+            int(clock[2:4]),
+            int(clock[4:6]),
+            tzinfo=UTC,
+        )
     except ValueError:
         raise IncompleteSignature(
             f"Date must be in ISO-8601 'basic format'. Got '{text}'. See "
@@ -258,7 +273,7 @@ def _parse_amz_date(text: str) -> datetime:
 def _check_time(
     signed: _Signed, pairs: list[tuple[str, str]], presigned: bool, now: datetime
 ) -> None:
-    stamp = signed.amz_date.strftime(_AMZ_DATE)
+    stamp = signed.amz_date_text  # as the client sent it, as in AWS's messages
     if signed.amz_date - now > MAX_SKEW:
         raise RequestExpired(
             f"Signature not yet current: {stamp} is still later than "
