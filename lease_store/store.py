@@ -30,6 +30,10 @@ view) the sweep scans as before. `expire` does the same with `_oldest_sent_ms`, 
 on the earliest SentTimestamp in the expiry index: while it is above the retention cutoff no
 message can have expired and the index is not read.
 
+Deleted index keys linger in RocksDB as tombstones that every seek walks over, so scans of
+the indexes (and of the facts) start at a per-region floor below which nothing is live
+(`floors.py`), and the RocksDB store bounds each iterator by the end of its range.
+
 The applied Kafka offset of each partition is written in the same batch as the facts it
 produced: after a crash, ingestion resumes at `applied_offset + 1` with nothing doubled.
 Every call takes `now_ms` from the caller's injected clock; this module never reads time.
@@ -43,6 +47,7 @@ from dataclasses import dataclass, field, replace
 
 from lease_store import state
 from lease_store.errors import MessageNotAvailable
+from lease_store.floors import ScanFloors
 from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.state import MessageState
@@ -176,6 +181,8 @@ class LeaseStore:
         self._next_due_ms: dict[PartitionKey, int] = {}
         # Lower bound of the earliest SentTimestamp in the expiry index (see header).
         self._oldest_sent_ms: dict[PartitionKey, int] = {}
+        # Where the live keys of each index begin, so scans skip tombstones (floors.py).
+        self._floors = ScanFloors(kv, (b"F", b"V", b"X"))
         self._on_commit = on_commit
 
     def close(self) -> None:
@@ -200,7 +207,7 @@ class LeaseStore:
         """When the next lease or delay of this partition ends after `now_ms`, if any."""
         start = b"V" + pk.prefix + _I64.pack(now_ms + 1)
         end = b"V" + pk.prefix + _I64.pack(_MAX_TIME)
-        first = self._kv.scan(start, end, limit=1)
+        first = self._floors.scan(b"V" + pk.prefix, start, end, limit=1)
         if not first:
             return None
         key = first[0][0]
@@ -216,7 +223,9 @@ class LeaseStore:
         Committed as the queue topic's consumer-group offset, so Kafka tools show the
         backlog as lag.
         """
-        first = self._kv.scan(b"F" + pk.prefix, b"F" + pk.prefix + b"\xff" * 8, limit=1)
+        first = self._floors.scan(
+            b"F" + pk.prefix, b"F" + pk.prefix, b"F" + pk.prefix + b"\xff" * 8, limit=1
+        )
         if first:
             (offset,) = _I64.unpack_from(first[0][0], 1 + len(pk.prefix))
             return int(offset)
@@ -395,7 +404,7 @@ class LeaseStore:
         end = b"X" + pk.prefix + _I64.pack(cutoff_ms + 1)
         offset_at = 1 + len(pk.prefix) + 8
         dropped: list[str] = []
-        while rows := self._kv.scan(start, end, limit=1000):
+        while rows := self._floors.scan(start, start, end, limit=1000):
             batch = WriteBatch()
             self._sweep(pk, st, now_ms, batch)
             for key, _ in rows:
@@ -408,7 +417,7 @@ class LeaseStore:
                 self._drop(pk, st, offset, fact, batch)
                 dropped.append(message.message_id if message is not None else "")
             self._commit(pk, st, batch)
-        first = self._kv.scan(start, b"X" + pk.prefix + _I64.pack(_MAX_TIME), limit=1)
+        first = self._floors.scan(start, start, b"X" + pk.prefix + _I64.pack(_MAX_TIME), limit=1)
         self._oldest_sent_ms[pk] = (
             _I64.unpack_from(first[0][0], 1 + len(pk.prefix))[0] if first else _MAX_TIME
         )
@@ -449,7 +458,9 @@ class LeaseStore:
 
         The first entry of the expiry index: ApproximateAgeOfOldestMessage without a scan.
         """
-        first = self._kv.scan(b"X" + pk.prefix, b"X" + pk.prefix + b"\xff" * 16, limit=1)
+        first = self._floors.scan(
+            b"X" + pk.prefix, b"X" + pk.prefix, b"X" + pk.prefix + b"\xff" * 16, limit=1
+        )
         if not first:
             return None
         (sent_ms,) = _I64.unpack_from(first[0][0], 1 + len(pk.prefix))
@@ -500,6 +511,7 @@ class LeaseStore:
         self._states.pop(pk, None)
         self._next_due_ms.pop(pk, None)
         self._oldest_sent_ms.pop(pk, None)
+        self._floors.forget(pk.prefix)
         return dropped
 
     # -- internals -------------------------------------------------------------------------
@@ -523,6 +535,7 @@ class LeaseStore:
         if batch or sync:
             batch.put(_state_key(pk), st.encode())
             self._kv.write(batch, sync=sync)
+            self._floors.written(pk.prefix, batch)
             if self._on_commit is not None:
                 changes = _fact_changes(pk, batch) if report_facts else {}
                 self._on_commit(pk, changes, st)
@@ -542,7 +555,7 @@ class LeaseStore:
             return
         start = b"V" + pk.prefix + _I64.pack(st.swept_until_ms + 1)
         end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
-        for _, raw in self._kv.scan(start, end):
+        for _, raw in self._floors.scan(b"V" + pk.prefix, start, end):
             (receive_count,) = _I32.unpack(raw)
             st.count(MessageState.IN_FLIGHT if receive_count else MessageState.DELAYED, -1)
             st.visible += 1
@@ -564,7 +577,8 @@ class LeaseStore:
         start = b"V" + pk.prefix
         end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
         offset_at = 1 + len(pk.prefix) + 8
-        return [_I64.unpack_from(k, offset_at)[0] for k, _ in self._kv.scan(start, end, limit)]
+        rows = self._floors.scan(start, start, end, limit)
+        return [_I64.unpack_from(k, offset_at)[0] for k, _ in rows]
 
     def _require_fact(self, pk: PartitionKey, offset: int) -> LeaseFact:
         fact = self.fact(pk, offset)
