@@ -2,8 +2,10 @@
 
 PySpark from PyPI ships Spark itself but not its Kafka connector. Spark's own answer,
 ``spark.jars.packages``, resolves through Ivy on every session start and needs the network
-each time; instead, like the broker jars in ``topology/broker.py``, this module runs Maven
-once (``dependency:copy-dependencies``) and passes the local files with ``spark.jars``::
+each time; instead, like the broker jars, this module resolves them once with Maven
+(``topology/maven.py``) and passes the local files with ``spark.jars``. It runs only where
+the job is launched, never in the code ``spark-submit`` ships (``jobs.py`` does not import
+it), so unlike the rest of this package it may use ``topology``::
 
     <cache>/spark-kafka-<pyspark version>/jars/*.jar   the connector and what it needs
     <cache>/spark-kafka-<pyspark version>/.kqs-complete  marker, written last (JSON list)
@@ -16,25 +18,21 @@ a 4.2 connector.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
+import functools
 import logging
 import os
 import re
 import shutil
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+from topology import maven
 
 logger = logging.getLogger("kqs.analytics.jars")
 
 SCALA_BINARY_VERSION = "2.13"
 CONNECTOR = f"spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}"
-DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-FETCH_TIMEOUT_S = 30 * 60.0
-_MARKER = ".kqs-complete"
 # "<artifact>-<version>[-<classifier>].jar", where the version is one or more dash-separated
 # parts that start with a digit ("zstd-jni-1.5.6-9") and the artifact may hold digits after
 # a dash itself ("spark-sql-kafka-0-10_2.13", "log4j-1.2-api").
@@ -66,7 +64,7 @@ def connector_home(cache_dir: Path | None = None, version: str | None = None) ->
 def cached_jars(cache_dir: Path | None = None, version: str | None = None) -> list[Path] | None:
     """The resolved jars, or None when ``fetch`` has not completed for this version."""
     home = connector_home(cache_dir, version)
-    if not (home / _MARKER).is_file():
+    if not maven.is_complete(home):
         return None
     return sorted((home / "jars").glob("*.jar"))
 
@@ -74,49 +72,14 @@ def cached_jars(cache_dir: Path | None = None, version: str | None = None) -> li
 def fetch(cache_dir: Path | None = None, version: str | None = None) -> list[Path]:
     """Make sure the connector jars of ``version`` (default: installed PySpark) are cached.
 
-    Only the first call downloads. Maven writes into a scratch directory that is renamed
-    into place once complete, so an interrupted fetch is never taken for a finished one.
-    Raises JarsError when Maven or Java is missing or Maven fails.
+    Only the first call downloads (``topology/maven.py``: an interrupted fetch is never taken
+    for a finished one). Raises JarsError when Maven is missing or fails.
     """
     version = version or spark_version()
     jars = cached_jars(cache_dir, version)
     if jars is not None:
         return jars
     home = connector_home(cache_dir, version)
-    home.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(home.parent / f"{home.name}.lock"):
-        jars = cached_jars(cache_dir, version)
-        if jars is None:  # nobody finished it while we waited for the lock
-            _download(home, version)
-            jars = cached_jars(cache_dir, version)
-    assert jars is not None
-    return jars
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _download(home: Path, version: str) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise JarsError(
-            "Apache Maven ('mvn') is needed once to download Spark's Kafka connector from "
-            "Maven Central; install it (e.g. `apt-get install maven`) and retry"
-        )
-    for stale in home.parent.glob(f"{home.name}.partial-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    if home.exists():
-        shutil.rmtree(home)
-    scratch = home.parent / f"{home.name}.partial-{os.getpid()}"
-    (scratch / "all").mkdir(parents=True)
-    mvn_log = home.parent / f"{home.name}-fetch.log"
     logger.info(
         "resolving org.apache.spark:%s:%s from Maven Central into %s (first time only)",
         CONNECTOR,
@@ -125,28 +88,25 @@ def _download(home: Path, version: str) -> None:
     )
     began = time.monotonic()
     try:
-        (scratch / "pom.xml").write_text(_pom(version), encoding="utf-8")
-        (scratch / "settings.xml").write_text(_MAVEN_SETTINGS, encoding="utf-8")
-        _run_maven(mvn, scratch, mvn_log, version)
-        kept, skipped = _keep_missing_from_pyspark(scratch / "all", scratch / "jars")
-        shutil.rmtree(scratch / "all")
-        if not any(name.startswith(f"{CONNECTOR}-") for name in kept):
-            raise JarsError(f"maven finished but {CONNECTOR} is missing; see {mvn_log}")
-        (scratch / _MARKER).write_text(
-            json.dumps({"spark_version": version, "jars": kept, "provided_by_pyspark": skipped})
-            + "\n",
-            encoding="utf-8",
+        maven.fetch_once(
+            home,
+            _pom(version),
+            functools.partial(_keep_missing_from_pyspark, home=home, version=version),
+            what=f"{CONNECTOR}:{version}",
+            settings_xml=_MAVEN_SETTINGS,
         )
-        os.rename(scratch, home)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
+    except maven.MavenError as exc:
+        raise JarsError(str(exc)) from exc
+    recorded = maven.marker(home)
     logger.info(
         "spark kafka connector ready jars=%d (skipped %d that pyspark ships) elapsed=%.1fs",
-        len(kept),
-        len(skipped),
+        len(recorded["jars"]),
+        len(recorded["provided_by_pyspark"]),
         time.monotonic() - began,
     )
+    jars = cached_jars(cache_dir, version)
+    assert jars is not None
+    return jars
 
 
 def _pom(version: str) -> str:
@@ -186,61 +146,30 @@ _MAVEN_SETTINGS = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-def _run_maven(mvn: str, project: Path, mvn_log: Path, version: str) -> None:
-    cmd = [
-        mvn,
-        "-B",
-        "-q",
-        "-gs",
-        str(project / "settings.xml"),
-        "-f",
-        str(project / "pom.xml"),
-        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-        f"-DoutputDirectory={project / 'all'}",
-        "-DincludeScope=runtime",
-    ]
-    try:
-        with mvn_log.open("wb") as out:
-            result = subprocess.run(
-                cmd,
-                cwd=project,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                timeout=FETCH_TIMEOUT_S,
-                check=False,
-            )
-    except subprocess.TimeoutExpired as exc:
-        raise JarsError(
-            f"maven did not resolve Spark's Kafka connector within {FETCH_TIMEOUT_S:.0f}s; "
-            f"check network access to Maven Central and see {mvn_log}"
-        ) from exc
-    if result.returncode != 0:
-        raise JarsError(
-            f"maven failed to resolve {CONNECTOR}:{version} (exit {result.returncode}); "
-            f"check network access to Maven Central and see {mvn_log}"
-        )
-
-
 def artifact_name(jar_name: str) -> str:
     """``kafka-clients-3.9.1.jar`` -> ``kafka-clients`` (the name without version)."""
     match = _ARTIFACT.match(jar_name)
     return match.group("artifact") if match else jar_name.removesuffix(".jar")
 
 
-def _keep_missing_from_pyspark(resolved: Path, target: Path) -> tuple[list[str], list[str]]:
-    """Copy into ``target`` the resolved jars whose artifact PySpark does not ship."""
+def _keep_missing_from_pyspark(scratch: Path, home: Path, version: str) -> dict[str, Any]:
+    """Keep in ``jars/`` the resolved jars whose artifact PySpark does not ship."""
     shipped = {artifact_name(p.name) for p in pyspark_jars_dir().glob("*.jar")}
+    target = scratch / "jars"
     target.mkdir()
     kept: list[str] = []
     skipped: list[str] = []
-    for jar in sorted(resolved.glob("*.jar")):
+    for jar in sorted((scratch / "libs").glob("*.jar")):
         if artifact_name(jar.name) in shipped:
             skipped.append(jar.name)
         else:
-            shutil.copy2(jar, target / jar.name)
+            shutil.move(jar, target / jar.name)
             kept.append(jar.name)
-    return kept, skipped
+    shutil.rmtree(scratch / "libs")
+    if not any(name.startswith(f"{CONNECTOR}-") for name in kept):
+        log = home.parent / f"{home.name}-fetch.log"
+        raise JarsError(f"maven finished but {CONNECTOR} is missing; see {log}")
+    return {"spark_version": version, "jars": kept, "provided_by_pyspark": skipped}
 
 
 def pyspark_jars_dir() -> Path:

@@ -51,6 +51,8 @@ from xml.sax.saxutils import escape as xml_escape
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from topology import maven
+
 logger = logging.getLogger("kqs.broker")
 
 # 4.4.0 is listed on Maven Central but its kafka-tools-api artifact is not published there,
@@ -64,7 +66,6 @@ LOG4J_VERSION = "2.25.4"
 # callers compiled against 1.7 and is what log4j-slf4j2-impl binds to.
 SLF4J_VERSION = "2.0.17"
 # Maven 3.8 defaults to maven-dependency-plugin 2.8 (2013); pin a current one.
-DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 MIN_JAVA_MAJOR = 17  # Kafka 4.x brokers require Java 17+
 
 DEFAULT_PORT = 9092
@@ -73,10 +74,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HEAP = "512m"
 DEFAULT_READY_TIMEOUT = 60.0
 DEFAULT_STOP_TIMEOUT = 30.0
-FETCH_TIMEOUT = 30 * 60.0
 
 _NODE_ID = 1
-_MARKER = ".kqs-complete"
 _PID_FILE = "broker.pid"
 _STATE_FILE = "broker.json"
 _CONFIG_FILE = "server.properties"
@@ -144,54 +143,18 @@ def kafka_home(cache_dir: Path | None = None) -> Path:
 
 
 def is_fetched(cache_dir: Path | None = None) -> bool:
-    return (kafka_home(cache_dir) / _MARKER).is_file()
+    return maven.is_complete(kafka_home(cache_dir))
 
 
 def fetch(cache_dir: Path | None = None) -> Path:
     """Make sure the Kafka jars are in the cache and return the Kafka home directory.
 
-    Only the first call downloads (through Maven, from Maven Central). The jars are copied
-    into a scratch directory that is renamed into place only once complete, so an
-    interrupted fetch is never mistaken for a finished one.
+    Only the first call downloads (through Maven, from Maven Central; see `maven.py`).
     """
     home = kafka_home(cache_dir)
-    if (home / _MARKER).is_file():
+    if maven.is_complete(home):
         return home
-    home.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(home.parent / f"kafka-{KAFKA_VERSION}.lock"):
-        if (home / _MARKER).is_file():  # another process finished while we waited
-            return home
-        _download(home)
-    return home
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    # Two `kqs` processes fetching at once would otherwise race on the same directories.
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _download(home: Path) -> None:
-    mvn = _require_tool(
-        "mvn",
-        "Apache Maven ('mvn') is needed once to download the Kafka jars from Maven Central; "
-        "install it (e.g. `apt-get install maven`) and retry",
-    )
     _require_java()
-    # Leftovers of an interrupted fetch; safe to delete because we hold the lock.
-    for stale in home.parent.glob(f"{home.name}.partial-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    if home.exists():  # a directory without the marker is not trustworthy
-        shutil.rmtree(home)
-
-    scratch = home.parent / f"{home.name}.partial-{os.getpid()}"
-    scratch.mkdir()
-    mvn_log = home.parent / f"{home.name}-fetch.log"
     logger.info(
         "resolving kafka %s jars from Maven Central into %s (first time only)",
         KAFKA_VERSION,
@@ -199,24 +162,28 @@ def _download(home: Path) -> None:
     )
     began = time.monotonic()
     try:
-        (scratch / "pom.xml").write_text(_fetch_pom(), encoding="utf-8")
-        _run_maven(mvn, scratch, mvn_log)
-        jars = _check_libs(scratch / "libs")
-        (scratch / _MARKER).write_text(
-            json.dumps({"kafka_version": KAFKA_VERSION, "jars": jars}, indent=2) + "\n",
-            encoding="utf-8",
-        )
-        os.rename(scratch, home)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
+        maven.fetch_once(home, _fetch_pom(), _check_libs, what=f"the Kafka {KAFKA_VERSION} jars")
+    except maven.MavenError as exc:
+        raise BrokerError(str(exc)) from exc
     logger.info(
         "kafka %s jars ready jars=%d elapsed=%.1fs home=%s",
         KAFKA_VERSION,
-        len(jars),
+        len(maven.marker(home)["jars"]),
         time.monotonic() - began,
         home,
     )
+    return home
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    # Two processes starting a broker on one data directory would otherwise race.
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _fetch_pom() -> str:
@@ -266,43 +233,8 @@ def _fetch_pom() -> str:
 """
 
 
-def _run_maven(mvn: str, project: Path, mvn_log: Path) -> None:
-    cmd = [
-        mvn,
-        "-B",
-        "-q",
-        "-f",
-        str(project / "pom.xml"),
-        f"{DEPENDENCY_PLUGIN}:copy-dependencies",
-        f"-DoutputDirectory={project / 'libs'}",
-        "-DincludeScope=runtime",
-    ]
-    logger.debug("running maven cmd=%s", cmd)
-    try:
-        with mvn_log.open("wb") as out:
-            result = subprocess.run(
-                cmd,
-                cwd=project,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                timeout=FETCH_TIMEOUT,
-                check=False,
-            )
-    except subprocess.TimeoutExpired as exc:
-        raise BrokerError(
-            f"maven did not finish resolving the Kafka jars within {FETCH_TIMEOUT:.0f}s; "
-            f"check network access to Maven Central and see {mvn_log}"
-        ) from exc
-    if result.returncode != 0:
-        hint = _last_line_matching(mvn_log, r"\[ERROR\]") or f"exit code {result.returncode}"
-        raise BrokerError(
-            f"maven failed to resolve the Kafka {KAFKA_VERSION} jars ({hint.strip()}); "
-            f"check network access to Maven Central and see {mvn_log}"
-        )
-
-
-def _check_libs(libs: Path) -> list[str]:
+def _check_libs(scratch: Path) -> dict[str, Any]:
+    libs = scratch / "libs"
     jars = sorted(p.name for p in libs.glob("*.jar"))
     expected = [
         f"kafka_{SCALA_BINARY_VERSION}-{KAFKA_VERSION}.jar",
@@ -312,7 +244,7 @@ def _check_libs(libs: Path) -> list[str]:
     missing = [name for name in expected if name not in jars]
     if missing:
         raise BrokerError(f"maven finished but {libs} lacks {', '.join(missing)}; retry the fetch")
-    return jars
+    return {"kafka_version": KAFKA_VERSION, "jars": jars}
 
 
 # --------------------------------------------------------------------------- tools
