@@ -105,21 +105,23 @@ def authorize(
     A move task that names a DestinationArn also needs SendMessage on that queue.
     """
     owner, name = _named_queue(action, params, principal.account_id)
-    _authorize_one(action, owner, name, principal, conditions, registry, region, base_url)
+    checks: list[tuple[str, str, str | None]] = [(action, owner, name)]
     destination = params.get("DestinationArn")
     if action == "StartMessageMoveTask" and isinstance(destination, str):
         parsed = parse_arn(destination)
         if parsed is not None:
-            _authorize_one(
-                "SendMessage",
-                parsed[1],
-                parsed[2],
-                principal,
-                conditions,
-                registry,
-                region,
-                base_url,
-            )
+            checks.append(("SendMessage", parsed[1], parsed[2]))
+    for checked_action, checked_owner, checked_name in checks:
+        _authorize_one(
+            checked_action,
+            checked_owner,
+            checked_name,
+            principal,
+            conditions,
+            registry,
+            region,
+            base_url,
+        )
 
 
 def _authorize_one(

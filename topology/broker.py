@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -42,7 +41,7 @@ import socket
 import subprocess
 import time
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +50,7 @@ from xml.sax.saxutils import escape as xml_escape
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from topology import maven
+from topology import file_lock, maven
 
 logger = logging.getLogger("kqs.broker")
 
@@ -175,17 +174,6 @@ def fetch(cache_dir: Path | None = None) -> Path:
     return home
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    # Two processes starting a broker on one data directory would otherwise race.
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _fetch_pom() -> str:
     kafka_artifact = f"kafka_{SCALA_BINARY_VERSION}"
     return f"""<?xml version="1.0" encoding="UTF-8"?>
@@ -303,7 +291,7 @@ def start(
     data_dir.mkdir(parents=True, exist_ok=True)
     # Two concurrent starts of one data dir would both format and launch; the loser of the
     # lock finds the winner's broker running instead.
-    with _file_lock(data_dir / _LOCK_FILE):
+    with file_lock.exclusive(data_dir / _LOCK_FILE):
         running = _running_pid(data_dir)
         if running is not None:
             return _already_running(data_dir, running, host, port, controller_port, ready_timeout)

@@ -16,16 +16,16 @@ keeps two processes from fetching the same thing at once.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from topology import file_lock
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 MARKER = ".kqs-complete"
@@ -67,21 +67,11 @@ def fetch_once(
     if is_complete(home):
         return home
     home.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(home.parent / f"{home.name}.lock"):
+    with file_lock.exclusive(home.parent / f"{home.name}.lock"):
         if is_complete(home):  # another process finished while we waited
             return home
         _fetch(home, pom, finish, what, settings_xml, timeout_s)
     return home
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _fetch(
