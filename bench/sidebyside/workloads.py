@@ -40,6 +40,15 @@ class PairParams:
     batch: bool
 
 
+async def send_batch(client: Client, url: str, n: int) -> int:
+    """SendMessageBatch of `n` 1 KB messages; returns how many the server accepted."""
+    result = await client.call(
+        "SendMessageBatch",
+        {"QueueUrl": url, "Entries": [{"Id": str(i), "MessageBody": BODY} for i in range(n)]},
+    )
+    return len(result.get("Successful", []))
+
+
 def latency_summary(client: Client) -> dict[str, dict[str, float | int | None]]:
     out: dict[str, dict[str, float | int | None]] = {}
     for action, values in sorted(client.stats.latencies_ms.items()):
@@ -72,14 +81,7 @@ async def producer_consumer(client: Client, params: PairParams) -> dict[str, Any
         while time.monotonic() < stop_at:
             try:
                 if params.batch:
-                    result = await client.call(
-                        "SendMessageBatch",
-                        {
-                            "QueueUrl": url,
-                            "Entries": [{"Id": str(i), "MessageBody": BODY} for i in range(10)],
-                        },
-                    )
-                    n = len(result.get("Successful", []))
+                    n = await send_batch(client, url, 10)
                 else:
                     await client.call("SendMessage", {"QueueUrl": url, "MessageBody": BODY})
                     n = 1
@@ -206,18 +208,12 @@ async def backlog_drain(
         while next_batch < batches and time.monotonic() < fill_deadline:
             next_batch += 1
             try:
-                result = await client.call(
-                    "SendMessageBatch",
-                    {
-                        "QueueUrl": url,
-                        "Entries": [{"Id": str(i), "MessageBody": BODY} for i in range(10)],
-                    },
-                )
+                accepted = await send_batch(client, url, 10)
             except _RETRYABLE:
                 next_batch -= 1
                 await asyncio.sleep(0.05)
                 continue
-            sent += len(result.get("Successful", []))
+            sent += accepted
 
     await asyncio.gather(*(fill() for _ in range(concurrency)))
     fill_s = time.monotonic() - began
@@ -352,14 +348,7 @@ async def scale(client: Client, params: ScaleParams) -> dict[str, Any]:
 
     async def send(job: tuple[str, int]) -> int:
         url, n = job
-        result = await client.call(
-            "SendMessageBatch",
-            {
-                "QueueUrl": url,
-                "Entries": [{"Id": str(i), "MessageBody": BODY} for i in range(n)],
-            },
-        )
-        return len(result.get("Successful", []))
+        return await send_batch(client, url, n)
 
     sent = await run_phase("send", send_jobs, send)
 
