@@ -61,7 +61,8 @@ from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
 from topology.ingest import IngestConsumer
-from topology.producer import AsyncProducer, ProduceFailed
+from topology.names import CATALOG_TOPIC
+from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
 
 log = logging.getLogger("kqs.gateway")
 
@@ -97,6 +98,7 @@ class _Parts:
     background: list[asyncio.Task[None]]
     sink: KafkaEventSink
     changelog: LeaseChangelog
+    follower: FollowerProducer
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -154,11 +156,15 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
     loop = asyncio.get_running_loop()
     bootstrap = settings.kafka_bootstrap
     producer = AsyncProducer(bootstrap, statistics=True)
-    admin = TopicAdmin(bootstrap, settings.replication_factor)
+    admin = TopicAdmin(bootstrap, settings.replication_factor, settings.topic_fsync)
     catalog = Catalog(bootstrap, admin, producer)
     await catalog.ensure_topic()
     records = await loop.run_in_executor(None, catalog.load)
-    changelog = LeaseChangelog(producer, admin)
+    await admin.ensure_durable(
+        [CATALOG_TOPIC] + [r.topic for r in records.values() if r.deleted_ms is None]
+    )
+    follower = FollowerProducer(bootstrap, "kqs-changelog")
+    changelog = LeaseChangelog(producer, follower, admin)
     await changelog.ensure_topic()
     leases = await open_lease_store(
         settings.lease_dir, bootstrap, records.values(), clock, changelog.on_commit
@@ -193,7 +199,7 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
         changelog=changelog,
         events=sink,
     )
-    ingest = IngestConsumer(bootstrap, loop, messages.on_ingested)
+    ingest = IngestConsumer(bootstrap, loop, messages.on_ingested, messages.applied_hint)
     ingest_ref.append(ingest)
     ingest.start()
     registry.load(records.values())
@@ -221,6 +227,7 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
         background,
         sink,
         changelog,
+        follower,
     )
     app[PARTS] = parts
     return parts
@@ -246,6 +253,7 @@ def build_app(
         await parts.move_tasks.close()  # before the producer and lease store close
         parts.ingest.stop()
         parts.producer.close()
+        parts.follower.close()
         parts.events.close()
         parts.leases.close()
         log.info("gateway stopped")
