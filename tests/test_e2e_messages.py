@@ -499,7 +499,10 @@ def test_visibility_change_of_a_deleted_message_is_refused(sqs: Any, new_queue: 
     with pytest.raises(ClientError) as excinfo:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=10)
     error = error_of(excinfo)
-    assert (error["Code"], error["Message"]) == ("InvalidParameterValue", NOT_AVAILABLE)
+    assert (error["Code"], error["Message"]) == (
+        "InvalidParameterValue",
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: {NOT_AVAILABLE}",
+    )
 
 
 def test_visibility_change_with_a_garbage_handle_is_refused(sqs: Any, scratch_queue: str) -> None:
