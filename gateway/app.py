@@ -61,7 +61,7 @@ from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
 from topology.ingest import IngestConsumer
-from topology.names import CATALOG_TOPIC
+from topology.names import CATALOG_TOPIC, REGION_PATTERN
 from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
 
 log = logging.getLogger("kqs.gateway")
@@ -113,6 +113,7 @@ class _Parts:
                     counts.in_flight,
                     counts.delayed,
                     messages.oldest_message_age_s(record),
+                    record.region,
                 )
             )
         return Snapshot(
@@ -153,13 +154,15 @@ async def _ensure_events_topic(settings: Settings, bootstrap: str) -> list[async
 
 
 async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Parts:
+    if not REGION_PATTERN.match(settings.region):
+        raise ValueError(f"KQS_REGION {settings.region!r} is not a region name, e.g. us-east-1")
     loop = asyncio.get_running_loop()
     bootstrap = settings.kafka_bootstrap
     producer = AsyncProducer(bootstrap, statistics=True)
     admin = TopicAdmin(bootstrap, settings.replication_factor, settings.topic_fsync)
     catalog = Catalog(bootstrap, admin, producer)
     await catalog.ensure_topic()
-    records = await loop.run_in_executor(None, catalog.load)
+    records = await loop.run_in_executor(None, catalog.load, settings.region)
     await admin.ensure_durable(
         [CATALOG_TOPIC] + [r.topic for r in records.values() if r.deleted_ms is None]
     )
@@ -187,7 +190,9 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
             changelog.forget_partition(pk, leases.drop_partition(pk))
         signals.notify(record.key)
 
-    registry = QueueRegistry(catalog, admin, settings.partitions, on_created, on_deleted)
+    registry = QueueRegistry(
+        catalog, admin, settings.partitions, on_created, on_deleted, settings.region
+    )
     messages = MessageService(
         clock,
         producer,

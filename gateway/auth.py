@@ -3,8 +3,8 @@
 `authenticate` checks the SigV4 signature of a request (Authorization header or presigned
 query) against the configured credentials and answers the caller's principal and the
 region of its credential scope; an unsigned request is the anonymous principal.
-`authorize` finds what the action acts on (the queue a QueueUrl, QueueName or SourceArn
-names, with its Policy attribute) and applies the evaluation order of `iam.authorize`,
+`authorize` finds what the action acts on (the queue a QueueUrl or QueueName names in the
+request's region, or a SourceArn names in its own, with its Policy attribute) and applies the evaluation order of `iam.authorize`,
 raising AccessDenied (or MissingAuthenticationToken for an anonymous caller) when the
 decision is not an allow.
 """
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from gateway.errors import AccessDenied, MissingAuthenticationToken
+from gateway.errors import AccessDenied, MissingAuthenticationToken, SignatureDoesNotMatch
 from gateway.iam import sigv4
 from gateway.iam.authorize import Target, decide
 from gateway.iam.config import Directory
@@ -29,6 +29,7 @@ from gateway.iam.policy import Decision, Policy, PolicyError
 from gateway.iam.principal import Principal, anonymous
 from gateway.move_tasks import decode_handle
 from gateway.queues import QueueRegistry, parse_arn
+from topology.names import REGION_PATTERN
 
 log = logging.getLogger("kqs.auth")
 
@@ -40,18 +41,27 @@ class Caller:
 
 
 def authenticate(request: web.Request, body: bytes, directory: Directory, now: datetime) -> Caller:
+    """The caller and the region its credential scope names (None when unsigned).
+
+    The region decides which region's queues the request sees, and it is part of topic
+    names, so a region that cannot be one (`names.REGION_PATTERN`) is refused.
+    """
     headers, query = request.headers, request.query
     if not sigv4.is_signed(headers, query):
         return Caller(anonymous(directory.default_account_id), None)
     access_key = sigv4.access_key_of(headers, query)
     if directory.accept_any_access_key and access_key and directory.credential(access_key) is None:
-        return Caller(directory.any_key_principal(access_key), _scope_region(headers, query))
-    verified = sigv4.verify(
-        request.method, request.raw_path, headers, body, now, directory.secret_of
-    )
-    credential = directory.credential(verified.access_key)
-    assert credential is not None  # verify() refuses unknown keys
-    return Caller(credential.principal, verified.region)
+        caller = Caller(directory.any_key_principal(access_key), _scope_region(headers, query))
+    else:
+        verified = sigv4.verify(
+            request.method, request.raw_path, headers, body, now, directory.secret_of
+        )
+        credential = directory.credential(verified.access_key)
+        assert credential is not None  # verify() refuses unknown keys
+        caller = Caller(credential.principal, verified.region)
+    if caller.region is not None and not REGION_PATTERN.match(caller.region):
+        raise SignatureDoesNotMatch("Credential should be scoped to a valid region.")
+    return caller
 
 
 def _scope_region(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
@@ -102,41 +112,42 @@ def authorize(
 ) -> None:
     """Raise unless `principal` may perform `action` with these request parameters.
 
-    A move task that names a DestinationArn also needs SendMessage on that queue.
+    `region` is the request's (its SigV4 scope's, else the default region). A move task that
+    names a DestinationArn also needs SendMessage on that queue.
     """
-    owner, name = _named_queue(action, params, principal.account_id)
-    checks: list[tuple[str, str, str | None]] = [(action, owner, name)]
+    target_region, owner, name = _named_queue(action, params, principal.account_id, region)
+    checks: list[tuple[str, str, str, str | None]] = [(action, target_region, owner, name)]
     destination = params.get("DestinationArn")
     if action == "StartMessageMoveTask" and isinstance(destination, str):
         parsed = parse_arn(destination)
         if parsed is not None:
-            checks.append(("SendMessage", parsed[1], parsed[2]))
-    for checked_action, checked_owner, checked_name in checks:
+            checks.append(("SendMessage", *parsed))
+    for checked_action, checked_region, checked_owner, checked_name in checks:
         _authorize_one(
             checked_action,
+            checked_region,
             checked_owner,
             checked_name,
             principal,
             conditions,
             registry,
-            region,
             base_url,
         )
 
 
 def _authorize_one(
     action: str,
+    region: str,
     owner: str,
     name: str | None,
     principal: Principal,
     conditions: Mapping[str, str],
     registry: QueueRegistry,
-    region: str,
     base_url: str,
 ) -> None:
     policy = None
     if name is not None:
-        record = registry.active(owner, name)
+        record = registry.active(region, owner, name)
         if record is None and action != "CreateQueue" and not principal.anonymous:
             return  # the handler answers NonExistentQueue, in any account, as SQS does
         if record is not None:
@@ -151,20 +162,22 @@ def _authorize_one(
 
 
 def _named_queue(
-    action: str, params: Mapping[str, Any], caller_account: str
-) -> tuple[str, str | None]:
-    """(owner account, queue name or None for account-wide actions) a request acts on."""
+    action: str, params: Mapping[str, Any], caller_account: str, region: str
+) -> tuple[str, str, str | None]:
+    """(region, owner account, queue name or None for account-wide actions) a request acts
+    on: a queue URL or name is in the request's region, an ARN names its own."""
     queue_url = params.get("QueueUrl")
     if isinstance(queue_url, str) and queue_url:
         parts = [p for p in urlsplit(queue_url).path.split("/") if p]
         if len(parts) == 1:
-            return caller_account, parts[0]
+            return region, caller_account, parts[0]
         if len(parts) >= 2:
-            return parts[-2], parts[-1]
+            return region, parts[-2], parts[-1]
     queue_name = params.get("QueueName")
     if action in ("GetQueueUrl", "CreateQueue") and isinstance(queue_name, str) and queue_name:
         owner = params.get("QueueOwnerAWSAccountId") if action == "GetQueueUrl" else None
-        return (owner if isinstance(owner, str) and owner else caller_account), queue_name
+        owner = owner if isinstance(owner, str) and owner else caller_account
+        return region, owner, queue_name
     source_arn = params.get("SourceArn")
     handle = params.get("TaskHandle")
     if action == "CancelMessageMoveTask" and isinstance(handle, str):
@@ -173,8 +186,8 @@ def _named_queue(
     if isinstance(source_arn, str):
         parsed = parse_arn(source_arn)
         if parsed is not None:
-            return parsed[1], parsed[2]
-    return caller_account, None
+            return parsed
+    return region, caller_account, None
 
 
 @lru_cache(maxsize=1024)

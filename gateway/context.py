@@ -26,7 +26,7 @@ class RequestContext:
     protocol: Protocol
     base_url: str  # scheme://host[:port] the client called, or the configured base URL
     account_id: str
-    region: str
+    region: str  # the SigV4 scope's, else the default region: which region's queues it sees
     sender_id: str
     request_id: str
     trace_header: str | None = None  # X-Amzn-Trace-Id
@@ -42,10 +42,10 @@ class RequestContext:
         return record.account_id == self.account_id
 
     def queue(self, queue_url: str) -> QueueRecord:
-        return self.runtime.registry.resolve(queue_url, self.account_id)
+        return self.runtime.registry.resolve(queue_url, self.account_id, self.region)
 
     def queue_url(self, record: QueueRecord) -> str:
         return f"{self.base_url}/{record.account_id}/{record.name}"
 
     def queue_arn(self, record: QueueRecord) -> str:
-        return f"arn:aws:sqs:{self.region}:{record.account_id}:{record.name}"
+        return record.arn

@@ -85,7 +85,9 @@ class KafkaEventSink(EventSink):
         ts = self._clock.now_ms()
         self._publish(
             record,
-            event_format.sent(ts, record.account_id, record.name, message.message_id, size),
+            event_format.sent(
+                ts, record.account_id, record.name, message.message_id, size, region=record.region
+            ),
         )
 
     @_never_raises
@@ -95,19 +97,32 @@ class KafkaEventSink(EventSink):
             self._publish(
                 record,
                 event_format.received(
-                    ts, record.account_id, record.name, d.message.message_id, d.fact.receive_count
+                    ts,
+                    record.account_id,
+                    record.name,
+                    d.message.message_id,
+                    d.fact.receive_count,
+                    region=record.region,
                 ),
             )
 
     @_never_raises
     def empty_receive(self, record: QueueRecord) -> None:
         ts = self._clock.now_ms()
-        self._publish(record, event_format.empty_receive(ts, record.account_id, record.name))
+        self._publish(
+            record,
+            event_format.empty_receive(ts, record.account_id, record.name, region=record.region),
+        )
 
     @_never_raises
     def deleted(self, record: QueueRecord, message_id: str) -> None:
         ts = self._clock.now_ms()
-        self._publish(record, event_format.deleted(ts, record.account_id, record.name, message_id))
+        self._publish(
+            record,
+            event_format.deleted(
+                ts, record.account_id, record.name, message_id, region=record.region
+            ),
+        )
 
     @_never_raises
     def moved_to_dlq(self, source: QueueRecord, dlq: QueueRecord, delivery: Delivery) -> None:
@@ -124,6 +139,7 @@ class KafkaEventSink(EventSink):
                 delivery.fact.receive_count,
                 message.sent_ms,
                 message.attributes,
+                region=dlq.region,
             ),
         )
 
@@ -132,13 +148,19 @@ class KafkaEventSink(EventSink):
         ts = self._clock.now_ms()
         for message_id in message_ids:
             self._publish(
-                record, event_format.expired(ts, record.account_id, record.name, message_id)
+                record,
+                event_format.expired(
+                    ts, record.account_id, record.name, message_id, region=record.region
+                ),
             )
 
     @_never_raises
     def purged(self, record: QueueRecord, messages: int) -> None:
         ts = self._clock.now_ms()
-        self._publish(record, event_format.purged(ts, record.account_id, record.name, messages))
+        self._publish(
+            record,
+            event_format.purged(ts, record.account_id, record.name, messages, region=record.region),
+        )
 
     @_never_raises
     def gauges(self, record: QueueRecord, counts: Counts, oldest_age_s: int) -> None:
@@ -153,10 +175,9 @@ class KafkaEventSink(EventSink):
                 counts.in_flight,
                 counts.delayed,
                 oldest_age_s,
+                region=record.region,
             ),
         )
 
     def _publish(self, record: QueueRecord, event: Event) -> None:
-        self._publisher.publish(
-            event_format.event_key(record.account_id, record.name), event_format.encode(event)
-        )
+        self._publisher.publish(record.key.encode(), event_format.encode(event))

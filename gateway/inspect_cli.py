@@ -83,6 +83,7 @@ class PartitionReport:
 @dataclass(frozen=True)
 class QueueReport:
     name: str
+    region: str
     url: str
     arn: str
     topic: str
@@ -126,6 +127,9 @@ def add_inspect_subcommand(
         "<data-dir>/kafka)",
     )
     parser.add_argument("--queue", metavar="NAME", help="only this queue")
+    parser.add_argument(
+        "--region", help="only this region's queues (default: every region's)", default=None
+    )
     parser.add_argument("--account-id", default=defaults.account_id, help="(%(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
@@ -149,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
                 args.account_id,
                 args.queue,
                 base_url=settings.base_url or f"http://{settings.host}:{settings.port}",
-                region=settings.region,
+                default_region=settings.region,
+                region=args.region,
                 timeout_s=args.timeout,
             )
         )
@@ -181,11 +186,13 @@ async def inspect(
     queue_name: str | None,
     *,
     base_url: str,
-    region: str,
+    default_region: str,
+    region: str | None = None,
     timeout_s: float,
 ) -> Report:
+    """`region` None: every region's queues (by region, then name)."""
     admin = TopicAdmin(bootstrap)
-    records = await _load_catalog(bootstrap, admin, timeout_s)
+    records = await _load_catalog(bootstrap, admin, default_region, timeout_s)
     selected = sorted(
         (
             r
@@ -193,11 +200,13 @@ async def inspect(
             if not r.deleted
             and r.account_id == account_id
             and (queue_name is None or r.name == queue_name)
+            and (region is None or r.region == region)
         ),
-        key=lambda r: r.name,
+        key=lambda r: (r.region, r.name),
     )
     if queue_name is not None and not selected:
-        raise InspectError(f"queue {queue_name!r} does not exist in account {account_id}")
+        where = f"account {account_id}" + (f" in {region}" if region else "")
+        raise InspectError(f"queue {queue_name!r} does not exist in {where}")
     try:
         offsets = await asyncio.wait_for(
             asyncio.gather(*(_kafka_offsets(admin, r) for r in selected)), timeout_s
@@ -209,7 +218,7 @@ async def inspect(
     now_ms = int(time.time() * 1000)
     try:
         queues = [
-            _queue_report(r, bounds, committed, leases, now_ms, base_url, region)
+            _queue_report(r, bounds, committed, leases, now_ms, base_url)
             for r, (bounds, committed) in zip(selected, offsets, strict=True)
         ]
     finally:
@@ -219,13 +228,15 @@ async def inspect(
 
 
 async def _load_catalog(
-    bootstrap: str, admin: TopicAdmin, timeout_s: float
+    bootstrap: str, admin: TopicAdmin, default_region: str, timeout_s: float
 ) -> dict[str, QueueRecord]:
     # Catalog wants a producer for its writes; inspect never writes, so it is closed unused.
     producer = AsyncProducer(bootstrap)
     try:
         catalog = Catalog(bootstrap, admin, producer)
-        return await asyncio.get_running_loop().run_in_executor(None, catalog.load, timeout_s)
+        return await asyncio.get_running_loop().run_in_executor(
+            None, catalog.load, default_region, timeout_s
+        )
     except (KafkaException, TimeoutError, RuntimeError) as exc:
         raise InspectError(
             f"cannot read the queue catalog from Kafka at {bootstrap}: {exc}"
@@ -258,7 +269,6 @@ def _queue_report(
     leases: LeaseStore | None,
     now_ms: int,
     base_url: str,
-    region: str,
 ) -> QueueReport:
     partitions = []
     for pk in partition_keys(record):
@@ -296,7 +306,7 @@ def _queue_report(
         name: None if leases is None else sum(getattr(p, name) or 0 for p in partitions)
         for name in ("visible", "in_flight", "delayed")
     }
-    arn = queue_arn(region, record)
+    arn = queue_arn(record)
     attributes = {
         **record.attributes,
         "QueueArn": arn,
@@ -305,6 +315,7 @@ def _queue_report(
     }
     return QueueReport(
         name=record.name,
+        region=record.region,
         url=f"{base_url.rstrip('/')}/{record.account_id}/{record.name}",
         arn=arn,
         topic=record.topic,
@@ -347,7 +358,7 @@ def render_table(report: Report) -> str:
         counts = queue.counts
         lines += [
             "",
-            f"{queue.name}   {queue.url}",
+            f"{queue.name}   {queue.region}   {queue.url}",
             f"  topic        {queue.topic}",
             f"  incarnation  {queue.incarnation}   partitions {queue.partition_count}",
             f"  messages     {_cell(counts['visible'])} visible, "

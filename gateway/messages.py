@@ -287,7 +287,7 @@ class MessageService:
             )
 
     def queue_arn_of(self, record: QueueRecord) -> str:
-        return queue_arn(self._region, record)
+        return queue_arn(record)
 
     def _handle(self, record: QueueRecord, pk: PartitionKey, delivery: Delivery) -> str:
         return self._handles.encode(

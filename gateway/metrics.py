@@ -89,6 +89,7 @@ class QueueGauge:
     not_visible: int
     delayed: int
     oldest_age_s: int
+    region: str  # the same name in two regions is two queues, two series
 
 
 @dataclass(frozen=True)
@@ -127,12 +128,12 @@ def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
             )
         ),
     )
-    queues = sorted(snapshot.queues, key=lambda q: (q.account, q.queue))
+    queues = sorted(snapshot.queues, key=lambda q: (q.account, q.queue, q.region))
     out.family(
         "kqs_queue_messages",
         "Messages in each queue by state (the exact ApproximateNumberOfMessages* counters).",
         (
-            ({"account": q.account, "queue": q.queue, "state": state}, value)
+            ({"account": q.account, "queue": q.queue, "region": q.region, "state": state}, value)
             for q in queues
             for state, value in (
                 ("visible", q.visible),
@@ -145,7 +146,10 @@ def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
     out.family(
         "kqs_queue_oldest_message_age_seconds",
         "Age of the oldest message in each queue (ApproximateAgeOfOldestMessage).",
-        (({"account": q.account, "queue": q.queue}, q.oldest_age_s) for q in queues),
+        (
+            ({"account": q.account, "queue": q.queue, "region": q.region}, q.oldest_age_s)
+            for q in queues
+        ),
         kind="gauge",
     )
     out.family(

@@ -1,5 +1,9 @@
 """The queue registry: every queue this gateway serves, backed by the Kafka catalog.
 
+A queue is named by its region, account and name (`QueueRecord.queue_id`): the same name in
+two regions is two queues. Every lookup takes the region the request is for (its SigV4
+scope's, or the default region's), or reads it from an ARN.
+
 Creating a queue creates its topic first and its catalog record second, so a catalog record
 always names a topic that exists. Deleting writes the catalog record (marked deleted, kept so
 a re-create within 60 s is refused) before the topic goes.
@@ -26,6 +30,7 @@ from gateway.queue_attributes import DEFAULTS, FIFO_UNSUPPORTED, validate_redriv
 from lease_store.store import PartitionKey
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
+from topology.names import catalog_key
 from topology.record_format import MAX_RECORD_BYTES
 
 log = logging.getLogger("kqs.queues")
@@ -34,6 +39,7 @@ _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 _ARN = re.compile(r"^arn:aws[\w-]*:sqs:([\w-]*):(\d{12}):([A-Za-z0-9_.-]{1,85})$")
 
 QueueListener = Callable[[QueueRecord], None]
+QueueId = tuple[str, str, str]  # (region, account id, queue name)
 
 
 def partition_keys(record: QueueRecord) -> list[PartitionKey]:
@@ -48,8 +54,8 @@ def topic_retention_ms(record: QueueRecord) -> str:
     return str(retention_s * 1000 + limits.RETENTION_MARGIN_MS)
 
 
-def queue_arn(region: str, record: QueueRecord) -> str:
-    return f"arn:aws:sqs:{region}:{record.account_id}:{record.name}"
+def queue_arn(record: QueueRecord) -> str:
+    return record.arn
 
 
 def parse_arn(arn: str) -> tuple[str, str, str] | None:
@@ -66,25 +72,37 @@ class QueueRegistry:
         default_partitions: int,
         on_created: QueueListener,
         on_deleted: QueueListener,
+        default_region: str = "us-east-1",
     ) -> None:
         self._catalog = catalog
         self._admin = admin
         self._default_partitions = default_partitions
         self._on_created = on_created
         self._on_deleted = on_deleted
-        self._by_key: dict[str, QueueRecord] = {}
+        self.default_region = default_region
+        self._by_id: dict[QueueId, QueueRecord] = {}  # (region, account, name)
+        self._by_key: dict[str, QueueRecord] = {}  # catalog key
         self._by_topic: dict[str, QueueRecord] = {}
 
     def load(self, records: Iterable[QueueRecord]) -> None:
+        """The catalog's records. Two records may name one queue (a region-less record of a
+        deleted queue and the regional one of its successor, after the default region
+        changed): the live one wins, else the one deleted last."""
+        chosen: dict[QueueId, QueueRecord] = {}
         for record in records:
+            self._by_key[record.key] = record
+            other = chosen.get(record.queue_id)
+            if other is None or _supersedes(record, other):
+                chosen[record.queue_id] = record
+        for record in chosen.values():
             self._remember(record)
             if not record.deleted:
                 self._on_created(record)
 
     # -- lookups ---------------------------------------------------------------------------
 
-    def active(self, account_id: str, name: str) -> QueueRecord | None:
-        record = self._by_key.get(f"{account_id}/{name}")
+    def active(self, region: str, account_id: str, name: str) -> QueueRecord | None:
+        record = self._by_id.get((region, account_id, name))
         return record if record is not None and not record.deleted else None
 
     def by_topic(self, topic: str) -> QueueRecord | None:
@@ -93,13 +111,16 @@ class QueueRegistry:
 
     def current(self, record: QueueRecord) -> QueueRecord | None:
         """The live version of a queue, or None if it was deleted since `record` was read."""
-        latest = self._by_key.get(record.key)
+        latest = self._by_id.get(record.queue_id)
         if latest is None or latest.deleted or latest.incarnation != record.incarnation:
             return None
         return latest
 
-    def resolve(self, queue_url: str, caller_account: str) -> QueueRecord:
-        """The queue a QueueUrl names: a URL of any host, a path, or a bare queue name."""
+    def resolve(self, queue_url: str, caller_account: str, region: str) -> QueueRecord:
+        """The queue a QueueUrl names in `region`: a URL of any host, a path, or a bare name.
+
+        Queue URLs do not carry the region; the request's signature does.
+        """
         parts = [p for p in urlsplit(queue_url).path.split("/") if p]
         if len(parts) == 1:
             account_id, name = caller_account, parts[0]
@@ -107,34 +128,37 @@ class QueueRegistry:
             account_id, name = parts[-2], parts[-1]
         else:
             raise QueueDoesNotExist()
-        record = self.active(account_id, name)
+        record = self.active(region, account_id, name)
         if record is None:
             raise QueueDoesNotExist()
         return record
 
     def by_arn(self, arn: str) -> QueueRecord | None:
         parsed = parse_arn(arn)
-        return self.active(parsed[1], parsed[2]) if parsed else None
+        return self.active(*parsed) if parsed else None
 
-    def listed(self, account_id: str, prefix: str = "") -> list[QueueRecord]:
+    def listed(self, region: str, account_id: str, prefix: str = "") -> list[QueueRecord]:
         return sorted(
             (
                 r
-                for r in self._by_key.values()
-                if not r.deleted and r.account_id == account_id and r.name.startswith(prefix)
+                for r in self._by_id.values()
+                if not r.deleted
+                and r.region == region
+                and r.account_id == account_id
+                and r.name.startswith(prefix)
             ),
             key=lambda r: r.name,
         )
 
     def all_active(self) -> list[QueueRecord]:
-        return [r for r in self._by_key.values() if not r.deleted]
+        return [r for r in self._by_id.values() if not r.deleted]
 
     def validate_redrive(self, attributes: dict[str, str], source_arn: str | None = None) -> None:
         """A RedrivePolicy must name an existing queue and a maxReceiveCount of 1-1000.
 
         A RedriveAllowPolicy must name a redrivePermission (and 1-10 source queues for byQueue).
-        With `source_arn` (the queue the RedrivePolicy is for), the dead-letter queue's
-        RedriveAllowPolicy must admit that queue.
+        With `source_arn` (the queue the RedrivePolicy is for), the dead-letter queue must be
+        in the source's region, and its RedriveAllowPolicy must admit that queue.
         """
         validate_redrive_allow_policy(attributes.get("RedriveAllowPolicy", ""))
         raw = attributes.get("RedrivePolicy")
@@ -143,6 +167,15 @@ class QueueRegistry:
         policy = json.loads(raw)
         target = policy.get("deadLetterTargetArn")
         count = policy.get("maxReceiveCount")
+        source = parse_arn(source_arn) if source_arn is not None else None
+        target_parsed = parse_arn(target) if isinstance(target, str) else None
+        if source is not None and target_parsed is not None and target_parsed[0] != source[0]:
+            # AWS: the DLQ "must be created using the same AWS account and Region as the
+            # source queue" (SDK developer guides); the text is Eucalyptus's SQS clone's.
+            raise InvalidParameterValue(
+                f"Value {raw} for parameter RedrivePolicy is invalid. Reason: Dead-letter "
+                "target must be in same region as the source."
+            )
         if not isinstance(target, str) or self.by_arn(target) is None:
             raise InvalidParameterValue(
                 "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does "
@@ -158,7 +191,6 @@ class QueueRegistry:
                 "maxReceiveCount: must be between 1 and 1000."
             )
         dlq = self.by_arn(target)
-        source = parse_arn(source_arn) if source_arn is not None else None
         if source is not None and dlq is not None and dlq.account_id != source[1]:
             raise InvalidParameterValue(
                 f"Value {raw} for parameter RedrivePolicy is invalid. Reason: Dead-letter "
@@ -174,6 +206,7 @@ class QueueRegistry:
 
     async def create(
         self,
+        region: str,
         account_id: str,
         name: str,
         attributes: dict[str, str],
@@ -191,7 +224,7 @@ class QueueRegistry:
                 "Can only include alphanumeric characters, hyphens, or underscores. "
                 "1 to 80 in length"
             )
-        existing = self._by_key.get(f"{account_id}/{name}")
+        existing = self._by_id.get((region, account_id, name))
         if existing is not None and not existing.deleted:
             effective = {**DEFAULTS, **existing.attributes}
             for name_, value in attributes.items():
@@ -216,6 +249,8 @@ class QueueRegistry:
             tags=tags,
             created_s=now_ms // 1000,
             modified_s=now_ms // 1000,
+            region=region,
+            region_in_names=self._region_in_names(region, account_id, name),
         )
         await self._admin.create_topic(
             record.topic,
@@ -262,12 +297,28 @@ class QueueRegistry:
         await self._admin.delete_topic(record.topic)
         log.info("queue deleted", extra={"queue": record.key, "topic": record.topic})
 
+    def _region_in_names(self, region: str, account_id: str, name: str) -> bool:
+        """Region-less names for the default region, unless that catalog key belongs to a
+        queue of another region (one named before the default region setting changed)."""
+        if region != self.default_region:
+            return True
+        holder = self._by_key.get(catalog_key("", account_id, name))
+        return holder is not None and holder.region != region
+
     def _remember(self, record: QueueRecord) -> None:
-        previous = self._by_key.get(record.key)
+        previous = self._by_id.get(record.queue_id)
         if previous is not None and previous.topic != record.topic:
             self._by_topic.pop(previous.topic, None)
+        self._by_id[record.queue_id] = record
         self._by_key[record.key] = record
         self._by_topic[record.topic] = record
+
+
+def _supersedes(record: QueueRecord, other: QueueRecord) -> bool:
+    """Of two catalog records of one queue, whether `record` is the current one."""
+    if record.deleted_ms is None or other.deleted_ms is None:
+        return record.deleted_ms is None and other.deleted_ms is not None
+    return record.deleted_ms > other.deleted_ms
 
 
 def _without_empty(attributes: dict[str, str]) -> dict[str, str]:
@@ -278,7 +329,7 @@ def redrive_allows(dlq: QueueRecord, source_arn: str) -> bool:
     """Whether the DLQ's RedriveAllowPolicy lets the queue `source_arn` dead-letter into it.
 
     No policy or `allowAll`: any queue; `denyAll`: none; `byQueue`: the listed ARNs, compared
-    by account and queue name (one gateway serves one region, as `by_arn` assumes).
+    by region, account and queue name.
     """
     raw = dlq.attributes.get("RedriveAllowPolicy")
     if not raw:
@@ -293,7 +344,7 @@ def redrive_allows(dlq: QueueRecord, source_arn: str) -> bool:
     allowed = (
         parse_arn(arn) for arn in policy.get("sourceQueueArns") or [] if isinstance(arn, str)
     )
-    return source is not None and any(a is not None and a[1:] == source[1:] for a in allowed)
+    return source is not None and any(a is not None and a == source for a in allowed)
 
 
 def redrive_target(record: QueueRecord) -> tuple[str, int] | None:

@@ -309,7 +309,7 @@ def test_queue_gauges_in_metrics_and_events_equal_get_queue_attributes(
         "delayed": int(attributes["ApproximateNumberOfMessagesDelayed"]),
     }
     assert expected == {"visible": 1, "not_visible": 1, "delayed": 1}
-    queue = {"account": ACCOUNT_ID, "queue": name_of(url)}
+    queue = {"account": ACCOUNT_ID, "queue": name_of(url), "region": REGION}
     assert {
         state: int(metrics.value("kqs_queue_messages", **queue, state=state)) for state in expected
     } == expected

@@ -5,6 +5,7 @@ bounded publisher against a Kafka that does not answer (real librdkafka, no brok
 from __future__ import annotations
 
 import base64
+import dataclasses
 
 from gateway.events import KafkaEventSink
 from lease_store.clock import ManualClock
@@ -49,14 +50,14 @@ def a_sink(fail: bool = False) -> tuple[KafkaEventSink, RecordingPublisher, Manu
 def test_every_event_carries_version_type_time_account_queue_and_count() -> None:
     # When each builder makes an event
     events = [
-        event_format.sent(T0, ACCOUNT, "q", "m1", 12),
-        event_format.received(T0, ACCOUNT, "q", "m1", 2),
-        event_format.deleted(T0, ACCOUNT, "q", "m1"),
-        event_format.empty_receive(T0, ACCOUNT, "q"),
-        event_format.moved_to_dlq(T0, ACCOUNT, "dlq", "q", "m1", 1, T0 - 5, {}),
-        event_format.expired(T0, ACCOUNT, "q", "m1"),
-        event_format.purged(T0, ACCOUNT, "q", 7),
-        event_format.gauges(T0, ACCOUNT, "q", 1, 2, 3, 4),
+        event_format.sent(T0, ACCOUNT, "q", "m1", 12, region="us-east-1"),
+        event_format.received(T0, ACCOUNT, "q", "m1", 2, region="us-east-1"),
+        event_format.deleted(T0, ACCOUNT, "q", "m1", region="us-east-1"),
+        event_format.empty_receive(T0, ACCOUNT, "q", region="us-east-1"),
+        event_format.moved_to_dlq(T0, ACCOUNT, "dlq", "q", "m1", 1, T0 - 5, {}, region="us-east-1"),
+        event_format.expired(T0, ACCOUNT, "q", "m1", region="us-east-1"),
+        event_format.purged(T0, ACCOUNT, "q", 7, region="us-east-1"),
+        event_format.gauges(T0, ACCOUNT, "q", 1, 2, 3, 4, region="us-east-1"),
     ]
     # Then the common fields are there, with the documented types, and they round-trip
     assert [e["type"] for e in events] == list(event_format.TYPES)
@@ -75,6 +76,7 @@ def test_every_event_carries_version_type_time_account_queue_and_count() -> None
         "ts": T0,
         "account": ACCOUNT,
         "queue": "q",
+        "region": "us-east-1",
         "count": 1,
         "visible": 1,
         "not_visible": 2,
@@ -83,8 +85,25 @@ def test_every_event_carries_version_type_time_account_queue_and_count() -> None
     }
 
 
-def test_event_key_is_account_slash_queue() -> None:
+def test_event_key_is_the_queues_catalog_key() -> None:
     assert event_format.event_key(ACCOUNT, "orders") == b"000000000000/orders"
+    assert event_format.event_key(ACCOUNT, "orders", "eu-west-1") == (
+        b"eu-west-1/000000000000/orders"
+    )
+
+
+def test_events_of_a_queue_of_another_region_carry_it_and_are_keyed_apart() -> None:
+    # Given the same name in the default region and in eu-west-1
+    sink, publisher, _ = a_sink()
+    elsewhere = dataclasses.replace(QUEUE, region="eu-west-1", region_in_names=True)
+    # When each gets a purge
+    sink.purged(QUEUE, 1)
+    sink.purged(elsewhere, 2)
+    # Then the keys and the events tell them apart
+    assert [(key, event["region"], event["count"]) for key, event in publisher.records] == [
+        ("000000000000/orders", "us-east-1", 1),
+        ("eu-west-1/000000000000/orders", "eu-west-1", 2),
+    ]
 
 
 def test_moved_to_dlq_shows_attributes_as_text_base64_for_binary_cut_to_256_chars() -> None:
@@ -95,7 +114,9 @@ def test_moved_to_dlq_shows_attributes_as_text_base64_for_binary_cut_to_256_char
         "b": AttributeValue("Binary", binary_value=b"\x00\x01\xff"),
     }
     # When the event is built
-    event = event_format.moved_to_dlq(T0, ACCOUNT, "dlq", "src", "m1", 3, T0 - 1500, attributes)
+    event = event_format.moved_to_dlq(
+        T0, ACCOUNT, "dlq", "src", "m1", 3, T0 - 1500, attributes, region="us-east-1"
+    )
     # Then
     assert event["attributes"] == {
         "s": "x" * 256,
@@ -147,6 +168,7 @@ def test_sink_keys_a_dead_letter_move_by_the_dlq() -> None:
         "ts": T0 + DAY_MS,
         "account": ACCOUNT,
         "queue": "orders-dlq",
+        "region": "us-east-1",
         "count": 1,
         "message_id": "m1",
         "receive_count": 2,

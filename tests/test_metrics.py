@@ -58,7 +58,7 @@ def test_request_counts_and_durations_render_by_action_protocol_and_outcome() ->
 def test_queue_gauges_event_counters_and_producer_statistics_render() -> None:
     # Given a snapshot with a queue whose name needs escaping in a label
     snapshot = Snapshot(
-        queues=[QueueGauge("000000000000", 'odd"name\\', 3, 2, 1, 42)],
+        queues=[QueueGauge("000000000000", 'odd"name\\', 3, 2, 1, 42, "eu-west-1")],
         events_published=10,
         events_dropped={"buffer_full": 4, "delivery_failed": 1},
         events_buffered=5,
@@ -74,7 +74,7 @@ def test_queue_gauges_event_counters_and_producer_statistics_render() -> None:
     exposition = parse(render(RequestMetrics(), snapshot))
 
     # Then
-    queue = {"account": "000000000000", "queue": 'odd"name\\'}
+    queue = {"account": "000000000000", "queue": 'odd"name\\', "region": "eu-west-1"}
     assert exposition.value("kqs_queue_messages", **queue, state="visible") == 3
     assert exposition.value("kqs_queue_messages", **queue, state="not_visible") == 2
     assert exposition.value("kqs_queue_messages", **queue, state="delayed") == 1

@@ -3,6 +3,10 @@
 The topic is the source of truth for queues, their attributes and tags. A gateway reads it
 from the beginning at start-up; every change is written (acks=all) before it is answered,
 so a restarted gateway comes back with exactly the queues it acknowledged.
+
+A record names its queue's region. A record written before regions existed has none: it is
+read as a queue of the default region (`Catalog.load(default_region)`) with region-less
+names, and keeps that region once it is written again.
 """
 
 from __future__ import annotations
@@ -33,14 +37,31 @@ class QueueRecord:
     created_s: int = 0
     modified_s: int = 0
     deleted_ms: int | None = None
+    region: str = "us-east-1"
+    # Whether the catalog key and topic name carry the region (`topology/names.py`): False
+    # for the default region's queues, True for the others; fixed at CreateQueue.
+    region_in_names: bool = False
 
     @property
     def topic(self) -> str:
-        return queue_topic(self.account_id, self.name, self.incarnation)
+        return queue_topic(self._name_region, self.account_id, self.name, self.incarnation)
 
     @property
     def key(self) -> str:
-        return catalog_key(self.account_id, self.name)
+        return catalog_key(self._name_region, self.account_id, self.name)
+
+    @property
+    def queue_id(self) -> tuple[str, str, str]:
+        """(region, account id, name): what names a queue, whatever form its names take."""
+        return self.region, self.account_id, self.name
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:sqs:{self.region}:{self.account_id}:{self.name}"
+
+    @property
+    def _name_region(self) -> str:
+        return self.region if self.region_in_names else ""
 
     @property
     def deleted(self) -> bool:
@@ -53,8 +74,13 @@ class QueueRecord:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
     @classmethod
-    def decode(cls, raw: bytes) -> QueueRecord:
-        return cls(**json.loads(raw))
+    def decode(cls, raw: bytes, default_region: str) -> QueueRecord:
+        """A record as written; one written before regions existed is `default_region`'s."""
+        fields = json.loads(raw)
+        if "region" not in fields:
+            fields["region"] = default_region
+            fields["region_in_names"] = False
+        return cls(**fields)
 
 
 class Catalog:
@@ -70,8 +96,11 @@ class Catalog:
             self._admin.durable({"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}),
         )
 
-    def load(self, timeout_s: float = 30.0) -> dict[str, QueueRecord]:
-        """Read the whole catalog topic up to its current end (blocking)."""
+    def load(self, default_region: str, timeout_s: float = 30.0) -> dict[str, QueueRecord]:
+        """Read the whole catalog topic up to its current end (blocking), by catalog key.
+
+        Records without a region (written before regions existed) are `default_region`'s.
+        """
         consumer = Consumer(
             {
                 "bootstrap.servers": self._bootstrap,
@@ -100,7 +129,7 @@ class Catalog:
                 if value is None:
                     records.pop(key, None)
                 else:
-                    records[key] = QueueRecord.decode(value)
+                    records[key] = QueueRecord.decode(value, default_region)
         finally:
             consumer.close()
         log.info("catalog loaded", extra={"queues": sum(not r.deleted for r in records.values())})

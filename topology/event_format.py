@@ -1,8 +1,11 @@
 """The record format of `__kqs_events`: one record per operation outcome, for analytics.
 
-    key    UTF-8 "<account_id>/<queue_name>"
+    key    UTF-8, the queue's catalog key: "<account_id>/<queue_name>" for a queue of the
+           default region, "<region>/<account_id>/<queue_name>" for the others
+           (`topology/names.py`)
     value  UTF-8 JSON {"v": 1, "type": ..., "ts": <epoch ms>, "account": ..., "queue": ...,
-                       "count": <messages the event stands for>, <type-specific fields>}
+                       "region": ..., "count": <messages the event stands for>,
+                       <type-specific fields>}
 
 `docs/ARCHITECTURE.md` ("Events and metrics") is the reference, with each field's meaning.
 Version 1 may only grow: readers ignore fields they do not know. The builders here are pure
@@ -17,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from lease_store.records import AttributeValue
+from topology.names import catalog_key
 
 VERSION: Final = 1
 
@@ -36,8 +40,9 @@ MAX_ATTRIBUTE_VALUE_CHARS: Final = 256
 Event = dict[str, Any]
 
 
-def event_key(account_id: str, queue_name: str) -> bytes:
-    return f"{account_id}/{queue_name}".encode()
+def event_key(account_id: str, queue_name: str, region: str = "") -> bytes:
+    """The record key: the queue's catalog key (`region` "" for the region-less form)."""
+    return catalog_key(region, account_id, queue_name).encode()
 
 
 def encode(event: Event) -> bytes:
@@ -49,37 +54,52 @@ def decode(raw: bytes) -> Event:
     return event
 
 
-def _base(kind: str, ts_ms: int, account_id: str, queue_name: str, count: int = 1) -> Event:
+def _base(
+    kind: str, ts_ms: int, account_id: str, queue_name: str, region: str, count: int = 1
+) -> Event:
     return {
         "v": VERSION,
         "type": kind,
         "ts": ts_ms,
         "account": account_id,
         "queue": queue_name,
+        "region": region,
         "count": count,
     }
 
 
-def sent(ts_ms: int, account_id: str, queue_name: str, message_id: str, size: int) -> Event:
-    return {**_base(SENT, ts_ms, account_id, queue_name), "message_id": message_id, "size": size}
+def sent(
+    ts_ms: int, account_id: str, queue_name: str, message_id: str, size: int, *, region: str
+) -> Event:
+    return {
+        **_base(SENT, ts_ms, account_id, queue_name, region),
+        "message_id": message_id,
+        "size": size,
+    }
 
 
 def received(
-    ts_ms: int, account_id: str, queue_name: str, message_id: str, receive_count: int
+    ts_ms: int,
+    account_id: str,
+    queue_name: str,
+    message_id: str,
+    receive_count: int,
+    *,
+    region: str,
 ) -> Event:
     return {
-        **_base(RECEIVED, ts_ms, account_id, queue_name),
+        **_base(RECEIVED, ts_ms, account_id, queue_name, region),
         "message_id": message_id,
         "receive_count": receive_count,
     }
 
 
-def deleted(ts_ms: int, account_id: str, queue_name: str, message_id: str) -> Event:
-    return {**_base(DELETED, ts_ms, account_id, queue_name), "message_id": message_id}
+def deleted(ts_ms: int, account_id: str, queue_name: str, message_id: str, *, region: str) -> Event:
+    return {**_base(DELETED, ts_ms, account_id, queue_name, region), "message_id": message_id}
 
 
-def empty_receive(ts_ms: int, account_id: str, queue_name: str) -> Event:
-    return _base(EMPTY_RECEIVE, ts_ms, account_id, queue_name)
+def empty_receive(ts_ms: int, account_id: str, queue_name: str, *, region: str) -> Event:
+    return _base(EMPTY_RECEIVE, ts_ms, account_id, queue_name, region)
 
 
 def moved_to_dlq(
@@ -91,10 +111,12 @@ def moved_to_dlq(
     receive_count: int,
     sent_ms: int,
     attributes: Mapping[str, AttributeValue],
+    *,
+    region: str,
 ) -> Event:
     """A message a receive moved to a dead-letter queue; keyed by the DLQ."""
     return {
-        **_base(MOVED_TO_DLQ, ts_ms, account_id, dlq_name),
+        **_base(MOVED_TO_DLQ, ts_ms, account_id, dlq_name, region),
         "message_id": message_id,
         "receive_count": receive_count,
         "age_ms": ts_ms - sent_ms,
@@ -112,12 +134,12 @@ def attribute_text(value: AttributeValue) -> str:
     return text[:MAX_ATTRIBUTE_VALUE_CHARS]
 
 
-def expired(ts_ms: int, account_id: str, queue_name: str, message_id: str) -> Event:
-    return {**_base(EXPIRED, ts_ms, account_id, queue_name), "message_id": message_id}
+def expired(ts_ms: int, account_id: str, queue_name: str, message_id: str, *, region: str) -> Event:
+    return {**_base(EXPIRED, ts_ms, account_id, queue_name, region), "message_id": message_id}
 
 
-def purged(ts_ms: int, account_id: str, queue_name: str, messages: int) -> Event:
-    return _base(PURGED, ts_ms, account_id, queue_name, count=messages)
+def purged(ts_ms: int, account_id: str, queue_name: str, messages: int, *, region: str) -> Event:
+    return _base(PURGED, ts_ms, account_id, queue_name, region, count=messages)
 
 
 def gauges(
@@ -128,9 +150,11 @@ def gauges(
     not_visible: int,
     delayed: int,
     oldest_age_s: int,
+    *,
+    region: str,
 ) -> Event:
     return {
-        **_base(GAUGES, ts_ms, account_id, queue_name),
+        **_base(GAUGES, ts_ms, account_id, queue_name, region),
         "visible": visible,
         "not_visible": not_visible,
         "delayed": delayed,

@@ -1,6 +1,19 @@
-"""Every Kafka topic and group name KQS uses, in one place."""
+"""Every Kafka topic and group name KQS uses, in one place.
+
+A queue is named by (region, account id, queue name). A queue of the gateway's default region
+has names without the region, as every queue had before regions existed: catalog key
+`<account>/<name>`, topic `kqs.<account>.<name>.<incarnation>`. A queue of any other region
+carries it in both: `<region>/<account>/<name>` and `kqs.<region>.<account>.<name>.<incarnation>`.
+Which form a queue uses is decided once, at CreateQueue, and kept in its catalog record
+(`QueueRecord.region_in_names`), so its names never change, even if the default region
+setting does. The forms cannot be confused: a region, an account id, a queue name and an
+incarnation never contain `.` or `/`, so the number of parts says which form a name has
+(`parse_queue_topic`).
+"""
 
 from __future__ import annotations
+
+import re
 
 CATALOG_TOPIC = "__kqs_queues"
 LEASES_TOPIC = "__kqs_leases"
@@ -13,15 +26,36 @@ INGEST_GROUP = "kqs-gateway"
 # The dashboard never commits offsets; librdkafka wants a group id all the same.
 DASHBOARD_GROUP = "kqs-dashboard"
 
+# What a region may look like (`us-east-1`, `eu-central-2`, `us-gov-west-1`, a test's
+# `local`): lower-case letters, digits and hyphens, so it is legal in a topic name and never
+# holds the separators `.` and `/`.
+REGION_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?$")
 
-def queue_topic(account_id: str, queue_name: str, incarnation_hex: str) -> str:
+
+def queue_topic(region: str, account_id: str, queue_name: str, incarnation_hex: str) -> str:
     """One topic per queue incarnation, so a re-created queue never sees old records.
 
-    Queue names are `[A-Za-z0-9_-]{1,80}`, all legal in topic names, and the result stays far
-    below Kafka's 249-character limit.
+    `region` is "" for the region-less form (see the module's docstring). Queue names
+    are `[A-Za-z0-9_-]{1,80}`, all legal in topic names; with a region of at most 32
+    characters the result stays far below Kafka's 249-character limit.
     """
-    return f"kqs.{account_id}.{queue_name}.{incarnation_hex}"
+    if not region:
+        return f"kqs.{account_id}.{queue_name}.{incarnation_hex}"
+    return f"kqs.{region}.{account_id}.{queue_name}.{incarnation_hex}"
 
 
-def catalog_key(account_id: str, queue_name: str) -> str:
-    return f"{account_id}/{queue_name}"
+def parse_queue_topic(topic: str) -> tuple[str, str, str, str] | None:
+    """(region or "" for the region-less form, account id, queue name, incarnation), or None."""
+    parts = topic.split(".")
+    if parts[0] != "kqs" or len(parts) not in (4, 5) or not all(parts[1:]):
+        return None
+    if len(parts) == 4:
+        return "", parts[1], parts[2], parts[3]
+    return parts[1], parts[2], parts[3], parts[4]
+
+
+def catalog_key(region: str, account_id: str, queue_name: str) -> str:
+    """The queue's key in `__kqs_queues` and `__kqs_events`; `region` "": the region-less form."""
+    if not region:
+        return f"{account_id}/{queue_name}"
+    return f"{region}/{account_id}/{queue_name}"

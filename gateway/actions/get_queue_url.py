@@ -1,4 +1,4 @@
-"""GetQueueUrl, optionally for a queue of another account (QueueOwnerAWSAccountId)."""
+"""GetQueueUrl in the request's region, optionally of another account (QueueOwnerAWSAccountId)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def decode(p: Params) -> GetQueueUrlRequest:
 
 async def handle(req: GetQueueUrlRequest, ctx: RequestContext) -> Result:
     account_id = req.queue_owner_aws_account_id or ctx.account_id
-    record = ctx.runtime.registry.active(account_id, req.queue_name)
+    record = ctx.runtime.registry.active(ctx.region, account_id, req.queue_name)
     if record is None:
         raise QueueDoesNotExist()
     return {"QueueUrl": ctx.queue_url(record)}

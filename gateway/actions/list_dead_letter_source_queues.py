@@ -31,12 +31,14 @@ def decode(p: Params) -> ListDeadLetterSourceQueuesRequest:
 def _targets(source: QueueRecord, dlq: QueueRecord) -> bool:
     redrive = redrive_target(source)
     parsed = parse_arn(redrive[0]) if redrive else None
-    return parsed is not None and (parsed[1], parsed[2]) == (dlq.account_id, dlq.name)
+    return parsed is not None and parsed == dlq.queue_id
 
 
 async def handle(req: ListDeadLetterSourceQueuesRequest, ctx: RequestContext) -> Result:
     dlq = ctx.queue(req.queue_url)
-    sources = [r for r in ctx.runtime.registry.listed(ctx.account_id) if _targets(r, dlq)]
+    sources = [
+        r for r in ctx.runtime.registry.listed(dlq.region, ctx.account_id) if _targets(r, dlq)
+    ]
     page, next_token = paginate([r.name for r in sources], req.max_results, req.next_token)
     by_name = {r.name: r for r in sources}
     # `queueUrls` (lower-case q) is the member name in the SQS API model, and it is required.

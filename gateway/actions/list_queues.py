@@ -1,4 +1,4 @@
-"""ListQueues: name-prefix filter; pages of MaxResults with NextToken, 1000 at most."""
+"""ListQueues of the request's region: name-prefix filter; pages of MaxResults with NextToken."""
 
 from __future__ import annotations
 
@@ -29,10 +29,14 @@ def decode(p: Params) -> ListQueuesRequest:
 async def handle(req: ListQueuesRequest, ctx: RequestContext) -> Result:
     registry = ctx.runtime.registry
     if ctx.is_admin:  # an administrator lists every account's queues, by account then name
-        records = [r for r in registry.all_active() if r.name.startswith(req.queue_name_prefix)]
-        by_key = {r.key: r for r in records}
+        records = [
+            r
+            for r in registry.all_active()
+            if r.region == ctx.region and r.name.startswith(req.queue_name_prefix)
+        ]
+        by_key = {f"{r.account_id}/{r.name}": r for r in records}
     else:
-        records = registry.listed(ctx.account_id, req.queue_name_prefix)
+        records = registry.listed(ctx.region, ctx.account_id, req.queue_name_prefix)
         by_key = {r.name: r for r in records}
     page, next_token = paginate(sorted(by_key), req.max_results, req.next_token)
     result: Result = {}

@@ -55,7 +55,7 @@ def is_dead_letter_queue(ctx: RequestContext, dlq: QueueRecord) -> bool:
     for record in ctx.runtime.registry.all_active():
         redrive = redrive_target(record)
         parsed = parse_arn(redrive[0]) if redrive else None
-        if parsed is not None and (parsed[1], parsed[2]) == (dlq.account_id, dlq.name):
+        if parsed is not None and parsed == dlq.queue_id:
             return True
     return False
 
