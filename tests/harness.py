@@ -252,13 +252,17 @@ def query_client(
 
 
 def signed_headers(
-    url: str, body: bytes, headers: Mapping[str, str], method: str = "POST"
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    method: str = "POST",
+    region: str = REGION,
 ) -> dict[str, str]:
     """`headers` plus a SigV4 signature with the test credentials, for raw HTTP requests."""
     request = AWSRequest(method=method, url=url, data=body, headers=dict(headers))
     SigV4Auth(
         Credentials(CREDENTIALS["aws_access_key_id"], CREDENTIALS["aws_secret_access_key"]),
         "sqs",
-        REGION,
+        region,
     ).add_auth(request)
     return dict(request.prepare().headers)
