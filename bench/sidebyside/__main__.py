@@ -1,4 +1,4 @@
-"""Side-by-side benchmark of KQS, ElasticMQ and moto on the same machine, in one run.
+"""Side-by-side benchmark of KQS, ElasticMQ, fauxqs and moto on the same machine, in one run.
 
     .venv/bin/python -m bench.sidebyside --quick      # seconds per run (dev / CI)
     .venv/bin/python -m bench.sidebyside              # full: 60 s pairs, 1M backlog, 3 pairs
@@ -6,8 +6,9 @@
 For each pair and each workload, every server is started fresh (own data dir, free ports),
 pinned to the server core(s), loaded by the same asyncio load generator pinned to the client
 core, measured (its process tree's CPU seconds and peak RSS) and stopped: KQS, ElasticMQ,
-moto, KQS, ElasticMQ, moto, ... Then the scale profile (e) runs once per server. Markdown and
-JSON go to bench/results/ (names from --out) and the Markdown is printed.
+fauxqs, fauxqs-sqlite, moto, KQS, ElasticMQ, ... (3 pairs unless --pairs says otherwise).
+Then the scale profile (e) runs once per server. Markdown and JSON go to bench/results/
+(names from --out) and the Markdown is printed.
 """
 
 from __future__ import annotations
@@ -38,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="seconds-long runs (dev/CI)")
     p.add_argument("--pairs", type=int, help="runs per server per workload (default 3)")
-    p.add_argument("--servers", default="kqs,elasticmq,moto")
+    p.add_argument(
+        "--servers",
+        default="kqs,elasticmq,fauxqs,fauxqs-sqlite,moto",
+        help="comma-separated: kqs, kqs-base (with --base-src), elasticmq, fauxqs (in memory), "
+        "fauxqs-sqlite (its durable SQLite backend), moto",
+    )
     p.add_argument("--workloads", default="a,b,c,d,e", help="subset of a,b,c,d,e")
     p.add_argument("--duration", type=float, help="seconds per producer/consumer run")
     p.add_argument("--backlog", type=int, help="messages queued in (d) (full default 1,000,000)")
@@ -123,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     # Resolve the ElasticMQ jar before timing anything.
     if "elasticmq" in server_names:
         servers.elasticmq_home()
+    if {"fauxqs", "fauxqs-sqlite"} & set(server_names):
+        servers.fauxqs_home()
     versions = {
         "python": f"python {platform.python_version()}",
         "java": f"java {servers.version_of_java()}",
@@ -134,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
             versions[name] = f"elasticmq {servers.elasticmq_version(servers.elasticmq_home())}"
         elif name == "moto":
             versions[name] = servers.moto_version()
+        elif name in ("fauxqs", "fauxqs-sqlite"):
+            backend = "SQLite backend" if name == "fauxqs-sqlite" else "in memory"
+            versions[name] = f"{servers.fauxqs_version(servers.fauxqs_home())} {backend}"
         else:
             versions[name] = f"kqs-base from {servers.BASE_SRC}"
     import aiohttp

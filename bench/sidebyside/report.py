@@ -1,6 +1,6 @@
 """Tables and ratios from the runs: Markdown for people, JSON for tools.
 
-Each workload ran once per server per pair, in alternation (KQS, ElasticMQ, moto, KQS, ...).
+Each workload ran once per server per pair, in alternation (KQS, ElasticMQ, fauxqs, ..., KQS, ...).
 Per workload the table shows each server's median over the pairs; the ratio table shows
 KQS/ElasticMQ and KQS/moto computed within each pair (same pair = adjacent in time) and the
 median of those per-pair ratios.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-SERVERS = ("kqs", "kqs-base", "elasticmq", "moto")
-PEERS = ("elasticmq", "moto", "kqs-base")
+SERVERS = ("kqs", "kqs-base", "elasticmq", "fauxqs", "fauxqs-sqlite", "moto")
+PEERS = ("elasticmq", "fauxqs", "fauxqs-sqlite", "moto", "kqs-base")
 TITLES = {
     "a_single": "(a) producer/consumer, single calls (SendMessage; ReceiveMessage + DeleteMessage)",
     "b_batch": "(b) producer/consumer, batch calls (SendMessageBatch; ReceiveMessage×10 + DeleteMessageBatch)",
@@ -100,7 +100,8 @@ def ratios(runs: list[dict[str, Any]], workload: str) -> dict[str, Any]:
 
 
 def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    lines = [f"# Side-by-side: KQS, ElasticMQ, moto ({meta['mode']})", ""]
+    present = [s for s in SERVERS if any(r["server"] == s for r in runs)]
+    lines = [f"# Side-by-side: {', '.join(present)} ({meta['mode']})", ""]
     if meta.get("label"):
         lines += [f"**{meta['label']}**", ""]
     lines += [
