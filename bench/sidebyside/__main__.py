@@ -32,7 +32,8 @@ from bench.sidebyside.loadgen import Client, check_signer
 from bench.sidebyside.monitor import TreeMonitor
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-ALL_WORKLOADS = ("a_single", "b_batch", "c_wake", "d_backlog")
+ALL_WORKLOADS = ("a_single", "b_batch", "c_wake", "d_backlog", "o_open")
+HALF_KQS_PEAK = "half-kqs-peak"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,7 +46,14 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated: kqs, kqs-base (with --base-src), elasticmq, fauxqs (in memory), "
         "fauxqs-sqlite (its durable SQLite backend), moto",
     )
-    p.add_argument("--workloads", default="a,b,c,d,e", help="subset of a,b,c,d,e")
+    p.add_argument("--workloads", default="a,b,c,d,o,e", help="subset of a,b,c,d,o,e")
+    p.add_argument(
+        "--rate",
+        default=HALF_KQS_PEAK,
+        help="offered msg/s of the open-loop workload (o), or 'half-kqs-peak' (default): first "
+        "run workload (a) closed-loop once per server to find each one's peak, then offer half "
+        "of KQS's peak to every server",
+    )
     p.add_argument("--duration", type=float, help="seconds per producer/consumer run")
     p.add_argument("--backlog", type=int, help="messages queued in (d) (full default 1,000,000)")
     p.add_argument("--phase-cap", type=float, help="time cap per phase of (d) and (e), seconds")
@@ -159,10 +167,17 @@ def main(argv: list[str] | None = None) -> int:
         "b_batch": workloads.PairParams(12, 20, duration, batch=True),
     }
 
+    open_rate: list[float] = []  # offered msg/s of (o), once known
+
     def job(workload: str) -> Callable[[Client], Awaitable[dict[str, Any]]]:
+        if workload == "peak_a":
+            workload = "a_single"
         if workload in producer_params:
             params = producer_params[workload]
             return lambda c: workloads.producer_consumer(c, params)
+        if workload == "o_open":
+            open_params = workloads.OpenLoopParams(open_rate[0], duration)
+            return lambda c: workloads.open_loop(c, open_params)
         if workload == "c_wake":
             return lambda c: workloads.long_poll_wake(c, wake_rounds)
         if workload == "d_backlog":
@@ -187,8 +202,12 @@ def main(argv: list[str] | None = None) -> int:
         with servers.running(name, work, server_cores, env) as server:
             run = job(workload)
 
+            # Open loop: room for the requests slow answers keep outstanding, so that the
+            # client's pool does not become the limit it measures.
+            pool = 256 if workload == "o_open" else 64
+
             async def go() -> dict[str, Any]:
-                async with Client(server.endpoint, pool=64) as client:
+                async with Client(server.endpoint, pool=pool) as client:
                     return await run(client)
 
             async def warm() -> None:
@@ -219,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
                     "sent_per_s",
                     "received_deleted_per_s",
                     "wake_p50_ms",
+                    "send_p99_ms",
+                    "recv_del_p99_ms",
                     "queues_created",
                     "messages_sent",
                     "messages_in_flight",
@@ -236,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
             check = clientcheck.run(tmp / "clientcheck", server_cores, 48, check_s, use_uvloop)
             check["load_avg_1m"] = round(os.getloadavg()[0], 2)
             print(f"    {json.dumps(check)}", file=sys.stderr)
+        if "o" in wanted:
+            open_rate.append(find_open_rate(args.rate, server_names, one, runs))
+            print(f"    open-loop rate: {open_rate[0]:.1f} msg/s", file=sys.stderr)
         for pair in range(1, pairs + 1):
             for workload in ALL_WORKLOADS:
                 if workload[0] not in wanted:
@@ -264,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         "client": client_desc,
         "warmup_s": warmup_s,
         "kqs_env": kqs_env,
+        "open_loop_rate_per_s": round(open_rate[0], 1) if open_rate else None,
+        "open_loop_rate_from": args.rate if open_rate else None,
         "argv": sys.argv[1:] if argv is None else argv,
     }
     text = report.markdown(runs, meta)
@@ -282,6 +308,30 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"Total time: {meta['elapsed_s']} s; written to {RESULTS / name}.md/.json")
     return 0
+
+
+def find_open_rate(
+    rate: str,
+    server_names: list[str],
+    one: Callable[[str, int, str], None],
+    runs: list[dict[str, Any]],
+) -> float:
+    """The offered rate of (o): given, or half of KQS's closed-loop peak on workload (a).
+
+    The peak is measured first, once per server (`peak_a` runs, pair 0), each as the lower
+    of its sent and received+deleted rates; every server is then offered the same rate.
+    """
+    if rate != HALF_KQS_PEAK:
+        return float(rate)
+    if "kqs" not in server_names:
+        raise SystemExit(f"--rate {HALF_KQS_PEAK} needs kqs among --servers")
+    for name in server_names:
+        one("peak_a", 0, name)
+    kqs = next(r for r in runs if r["workload"] == "peak_a" and r["server"] == "kqs")
+    peak = min(kqs["result"]["sent_per_s"], kqs["result"]["received_deleted_per_s"])
+    if peak <= 0:
+        raise SystemExit("KQS moved no messages in the peak run: no rate to offer")
+    return 0.5 * float(peak)
 
 
 def _mem_gib() -> str:

@@ -18,6 +18,9 @@ TITLES = {
     "b_batch": "(b) producer/consumer, batch calls (SendMessageBatch; ReceiveMessage×10 + DeleteMessageBatch)",
     "c_wake": "(c) long-poll wake latency (send acknowledged → parked 20 s receive returns)",
     "d_backlog": "(d) backlog drain (fill with SendMessageBatch, then ReceiveMessage×10 + DeleteMessageBatch)",
+    "peak_a": "(o, step 1) closed-loop peak of each server: workload (a) once, before the pairs",
+    "o_open": "(o) open loop: a fixed offered rate of SendMessage and of ReceiveMessage + DeleteMessage, "
+    "latency from each operation's scheduled time",
 }
 # Per workload: (metric key, label, higher is better)
 RATIO_METRICS: dict[str, list[tuple[str, str, bool]]] = {
@@ -39,6 +42,12 @@ RATIO_METRICS: dict[str, list[tuple[str, str, bool]]] = {
     "d_backlog": [
         ("sent_per_s", "fill msg/s", True),
         ("received_deleted_per_s", "drain msg/s", True),
+    ],
+    "o_open": [
+        ("send_p50_ms", "send p50 ms", False),
+        ("send_p99_ms", "send p99 ms", False),
+        ("recv_del_p50_ms", "receive+delete p50 ms", False),
+        ("recv_del_p99_ms", "receive+delete p99 ms", False),
     ],
 }
 
@@ -121,7 +130,15 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         lines += [f"## {TITLES[workload]}", ""]
         params = wruns[0]["result"].get("params", {})
         lines += ["params: " + ", ".join(f"{k}={v}" for k, v in params.items()), ""]
-        if workload == "c_wake":
+        if workload == "o_open":
+            header = (
+                "| server | offered msg/s | achieved msg/s sent / recv+del "
+                "| send p50 / p99 / p999 ms | receive+delete p50 / p99 / p999 ms "
+                "| empty receives | unfinished | server CPU s "
+                "| server CPU ms/msg | peak RSS MB | client lag p99 ms |"
+            )
+            lines += [header, "|" + "---|" * 11]
+        elif workload == "c_wake":
             header = (
                 "| server | woken/missed | wake p50 ms | wake p99 ms | wake max ms "
                 "| send issued → wake p50 / p99 ms | send p50 / p99 / p999 ms | server CPU s "
@@ -143,13 +160,27 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             def med(key: str, s: list[dict[str, Any]] = sruns) -> str:
                 return _fmt(_med([_get(r, key) for r in s]))
 
-            single = workload == "a_single"
+            single = workload in ("a_single", "peak_a")
             send, delete = (
                 ("SendMessage", "DeleteMessage")
                 if single
                 else ("SendMessageBatch", "DeleteMessageBatch")
             )
-            if workload == "c_wake":
+            if workload == "o_open":
+
+                def trio(prefix: str, s: list[dict[str, Any]] = sruns) -> str:
+                    keys = (f"{prefix}_p50_ms", f"{prefix}_p99_ms", f"{prefix}_p999_ms")
+                    return " / ".join(_fmt(_med([_get(r, k) for r in s])) for k in keys)
+
+                rate = sruns[0]["result"]["params"]["rate_per_s"]
+                lines.append(
+                    f"| {server} | {_fmt(rate)} | {med('sent_per_s')} / {med('received_deleted_per_s')} "
+                    f"| {trio('send')} | {trio('recv_del')} "
+                    f"| {med('empty_receives')} | {med('unfinished_after_grace')} "
+                    f"| {med('server_cpu_s')} | {med('cpu_ms_per_msg')} | {med('server_peak_rss_mb')} "
+                    f"| {med('client_lag_p99_ms')} |"
+                )
+            elif workload == "c_wake":
                 woken = sum(r["result"]["woken"] for r in sruns)
                 missed = sum(r["result"]["missed"] for r in sruns)
                 lines.append(
@@ -166,8 +197,10 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                     f"| {med('client_core_share')} |"
                 )
         lines.append("")
-        lines += ["| ratio | per pair | median |", "|---|---|---|"]
-        for label, value in ratios(runs, workload).items():
+        workload_ratios = ratios(runs, workload)
+        if workload_ratios:
+            lines += ["| ratio | per pair | median |", "|---|---|---|"]
+        for label, value in workload_ratios.items():
             per = ", ".join(_fmt(v) for v in value["per_pair"])
             lines.append(f"| {label} | {per} | {_fmt(value['median'])} |")
         lines.append("")
@@ -209,7 +242,11 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "broker JVM). Latencies are per request as seen by the client. 'client core share' is the "
         "load generator's CPU time over wall time: near 1.0 the client, not the server, was the limit. "
         "Wake latency: from the SendMessage response to the parked receive's response; it is "
-        "near zero or negative when a server answers the parked receive before the send.",
+        "near zero or negative when a server answers the parked receive before the send. "
+        "Open loop (o): every server is offered the same rate; latencies run from each "
+        "operation's scheduled time, so queueing behind a slow answer counts (coordinated-omission "
+        "safe); receive+delete is a ReceiveMessage of 1 (1 s long poll) and the DeleteMessage of "
+        "what it got, scheduled half a send period after each send; 'client lag' is how late the load generator issued operations (its own limit).",
         "",
     ]
     return "\n".join(lines)
