@@ -10,7 +10,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -54,7 +54,8 @@ from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
 from topology.ingest import BatchHandler, IngestConsumer
-from topology.producer import AsyncProducer, ProduceFailed
+from topology.names import CATALOG_TOPIC
+from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
 
 log = logging.getLogger("kqs.gateway")
 
@@ -92,6 +93,7 @@ class _Parts:
     background: list[asyncio.Task[None]]
     sink: KafkaEventSink
     changelog: LeaseChangelog
+    follower: FollowerProducer
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -143,8 +145,11 @@ class KafkaClients:
     def producer(self) -> AsyncProducer:
         return AsyncProducer(self.bootstrap, statistics=True)
 
-    def admin(self, bootstrap: str) -> TopicAdmin:
-        return TopicAdmin(bootstrap, self.settings.replication_factor)
+    def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
+        return TopicAdmin(bootstrap, self.settings.replication_factor, fsync_durable_topics)
+
+    def follower(self, name: str) -> FollowerProducer:
+        return FollowerProducer(self.bootstrap, name)
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return Catalog(self.bootstrap, admin, producer)
@@ -163,8 +168,13 @@ class KafkaClients:
             settings.events_bootstrap or self.bootstrap, settings.events_buffer_messages
         )
 
-    def ingest(self, loop: asyncio.AbstractEventLoop, on_batch: BatchHandler) -> IngestConsumer:
-        return IngestConsumer(self.bootstrap, loop, on_batch)
+    def ingest(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_batch: BatchHandler,
+        applied: Mapping[tuple[str, int], int],
+    ) -> IngestConsumer:
+        return IngestConsumer(self.bootstrap, loop, on_batch, applied)
 
 
 async def _ensure_events_topic(kafka: KafkaClients) -> list[asyncio.Task[None]]:
@@ -190,11 +200,15 @@ async def _start(
     loop = asyncio.get_running_loop()
     bootstrap = kafka.bootstrap
     producer = kafka.producer()
-    admin = kafka.admin(bootstrap)
+    admin = kafka.admin(bootstrap, settings.topic_fsync)
     catalog = kafka.catalog(admin, producer)
     await catalog.ensure_topic()
     records = await loop.run_in_executor(None, catalog.load)
-    changelog = LeaseChangelog(producer, admin)
+    await admin.ensure_durable(
+        [CATALOG_TOPIC] + [r.topic for r in records.values() if r.deleted_ms is None]
+    )
+    follower = kafka.follower("kqs-changelog")
+    changelog = LeaseChangelog(producer, follower, admin)
     await changelog.ensure_topic()
     leases = await kafka.open_leases(records.values(), clock, changelog.on_commit)
     background = await _ensure_events_topic(kafka)
@@ -227,7 +241,7 @@ async def _start(
         changelog=changelog,
         events=sink,
     )
-    ingest = kafka.ingest(loop, messages.on_ingested)
+    ingest = kafka.ingest(loop, messages.on_ingested, messages.applied_hint)
     ingest_ref.append(ingest)
     ingest.start()
     registry.load(records.values())
@@ -255,6 +269,7 @@ async def _start(
         background,
         sink,
         changelog,
+        follower,
     )
     app[PARTS] = parts
     return parts
@@ -283,6 +298,7 @@ def build_app(
         await parts.move_tasks.close()  # before the producer and lease store close
         parts.ingest.stop()
         parts.producer.close()
+        parts.follower.close()
         parts.events.close()
         parts.leases.close()
         log.info("gateway stopped")

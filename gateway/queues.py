@@ -219,11 +219,13 @@ class QueueRegistry:
         await self._admin.create_topic(
             record.topic,
             record.partitions,
-            {
-                "cleanup.policy": "delete",
-                "retention.ms": topic_retention_ms(record),
-                "max.message.bytes": str(MAX_RECORD_BYTES),
-            },
+            self._admin.durable(
+                {
+                    "cleanup.policy": "delete",
+                    "retention.ms": topic_retention_ms(record),
+                    "max.message.bytes": str(MAX_RECORD_BYTES),
+                }
+            ),
         )
         await self._catalog.put(record)
         self._remember(record)

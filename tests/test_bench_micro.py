@@ -48,6 +48,8 @@ async def test_every_phase_of_the_microbenchmark_does_its_work_in_both_protocols
     assert result.checks.batch_entries_ok == queues * 30 * sizes
     assert result.checks.requests == queues * len(run.PHASES) * sizes
     assert result.checks.events_published > 0
+    # and every message sent became one queue record that came back through ingest
+    assert result.checks.queue_records == queues * 11 * sizes
     # and each measured (store, protocol, action) has one sample per request
     assert len(result.samples) == queues * len(run.PHASES)
     assert all(len(s.cpu_us) == n for s in result.samples.values())

@@ -179,8 +179,17 @@ def main(argv: list[str] | None = None) -> int:
         "bodies_received": result.checks.bodies_received,
         "batch_entries_ok": result.checks.batch_entries_ok,
         "events_published": result.checks.events_published,
+        "queue_records": result.checks.queue_records,
+        "ingest_read_back_already_applied": result.checks.ingest_skipped,
     }
     text = markdown(rows, meta)
+    text += (
+        f"\nChecked: {checks['requests']:,} requests answered 200, {checks['bodies_received']:,} "
+        f"bodies received intact, {checks['batch_entries_ok']:,} batch entries successful, the "
+        f"queue's exact counts after every phase; of {checks['queue_records']:,} queue records "
+        f"read back by the stand-in ingest, {checks['ingest_read_back_already_applied']:,} "
+        "were applied already (from their delivery reports).\n"
+    )
     print(text)
     if args.out:
         RESULTS.mkdir(parents=True, exist_ok=True)

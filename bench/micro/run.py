@@ -83,6 +83,10 @@ class Checks:
     # (store, protocol, phase) -> the queue's (visible, in flight, delayed) after the phase
     counts: dict[tuple[str, str, str], tuple[int, int, int]] = field(default_factory=dict)
     events_published: int = 0
+    # Queue records the stand-in ingest read back and found applied already (the gateway
+    # applied them from their delivery reports), and those it handed over to be applied.
+    ingest_skipped: int = 0
+    queue_records: int = 0
 
 
 @dataclass
@@ -298,6 +302,10 @@ async def run(
         finally:
             for gw in gateways:
                 checks.events_published += gw.kafka.event_publisher.count
+                ingest = gw.kafka.log.ingest
+                if ingest is not None:
+                    checks.ingest_skipped += ingest.skipped
+                    checks.queue_records += ingest.handed_over + ingest.skipped
                 await gw.stop()
     return Result(samples, checks, iterations, rounds, warmup_iterations)
 

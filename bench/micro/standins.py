@@ -5,22 +5,24 @@ the Kafka clients that `gateway.app.KafkaClients` makes:
 
 * `InstantProducer` answers `send` / `send_soon` at once with a `Delivered` whose offsets
   increase per partition, as the broker's acknowledgement would.
-* `LoopbackIngest` is the ingest consumer: every record produced to an assigned queue topic is
+* `LoopbackIngest` is the ingest consumer: every record produced to an assigned queue topic
+  comes back on the event loop (`call_soon`, one record per batch, as the ingest thread hands
+  its batches over), where, like the real consumer, it is dropped if the gateway's applied
+  hint already covers it (the gateway applied it from its delivery report) and otherwise
   decoded as the real consumer decodes it (`from_record`) and handed to the gateway's batch
-  handler (`MessageService.on_ingested`) with `call_soon`, one record per batch, as the
-  ingest thread hands its batches to the event loop. So the benchmark works with a send path
-  that waits for its record to come back through ingest, and with one that applies the
-  record from its delivery report (ingest then finds the offset already applied).
-* `NullAdmin`, `EmptyCatalog` and `CountingEvents`: topic administration that only
-  remembers partition counts and end offsets, a catalog that starts empty, and an events
-  publisher that counts what it is given.
+  handler (`MessageService.on_ingested`). So the benchmark follows whichever send path the
+  gateway has: waiting for the read-back, or applying from the delivery report.
+* `CountingFollower`, `NullAdmin`, `EmptyCatalog` and `CountingEvents`: a fire-and-forget
+  producer that counts its records, topic administration that only remembers partition
+  counts and end offsets, a catalog that starts empty, and an events publisher that counts
+  what it is given.
 """
 
 from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gateway.app import KafkaClients
@@ -33,7 +35,7 @@ from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.events import EventPublisher
 from topology.ingest import BatchHandler, IngestConsumer
-from topology.producer import AsyncProducer, Delivered
+from topology.producer import AsyncProducer, Delivered, FollowerProducer
 from topology.producer_stats import StatisticsHolder
 from topology.record_format import from_record
 
@@ -108,14 +110,41 @@ class InstantProducer(AsyncProducer):
         pass
 
 
+class CountingFollower(FollowerProducer):
+    """`FollowerProducer` (records nobody waits for) that only counts them."""
+
+    def __init__(self, log: Log) -> None:  # no librdkafka, no poll thread
+        self.failures = 0
+        self.last_error = ""
+        self._log = log
+
+    def produce(self, topic: str, value: bytes | None, key: bytes) -> None:
+        self._log.append(topic, key, None)
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
 class LoopbackIngest(IngestConsumer):
     """The ingest consumer, fed directly by `InstantProducer` instead of a Kafka fetch."""
 
-    def __init__(self, log: Log, loop: asyncio.AbstractEventLoop, on_batch: BatchHandler) -> None:
+    def __init__(
+        self,
+        log: Log,
+        loop: asyncio.AbstractEventLoop,
+        on_batch: BatchHandler,
+        applied: Mapping[tuple[str, int], int],
+    ) -> None:
         self._loop = loop
         self._on_batch = on_batch
+        self._applied = applied
         self._next: dict[tuple[str, int], int] = {}
         self.committed: list[tuple[str, int, int]] = []
+        self.skipped = 0  # records the gateway had applied already
+        self.handed_over = 0
         log.ingest = self
 
     def produced(
@@ -128,6 +157,20 @@ class LoopbackIngest(IngestConsumer):
         where = (delivered.topic, delivered.partition)
         if where not in self._next or delivered.offset < self._next[where]:
             return  # not assigned, or before where this gateway resumes
+        self._next[where] = delivered.offset + 1
+        self._loop.call_soon(self._read, delivered, key, value, headers)
+
+    def _read(
+        self,
+        delivered: Delivered,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+    ) -> None:
+        where = (delivered.topic, delivered.partition)
+        if delivered.offset <= self._applied.get(where, -1):
+            self.skipped += 1
+            return
         message = from_record(
             delivered.topic,
             delivered.partition,
@@ -137,10 +180,8 @@ class LoopbackIngest(IngestConsumer):
             delivered.timestamp_ms,
             headers,
         )
-        self._next[where] = delivered.offset + 1
-        self._loop.call_soon(
-            self._on_batch, delivered.topic, delivered.partition, [(delivered.offset, message)]
-        )
+        self.handed_over += 1
+        self._on_batch(delivered.topic, delivered.partition, [(delivered.offset, message)])
 
     def start(self) -> None:
         pass
@@ -163,6 +204,12 @@ class LoopbackIngest(IngestConsumer):
 class NullAdmin(TopicAdmin):
     def __init__(self, log: Log) -> None:  # no AdminClient
         self._log = log
+
+    def durable(self, config: dict[str, str]) -> dict[str, str]:
+        return config
+
+    async def ensure_durable(self, names: list[str]) -> None:
+        pass
 
     async def create_topic(self, name: str, partitions: int, config: dict[str, str]) -> None:
         self._log.partitions.setdefault(name, partitions)
@@ -241,8 +288,11 @@ class InProcessKafka(KafkaClients):
     def producer(self) -> AsyncProducer:
         return InstantProducer(self.log)
 
-    def admin(self, bootstrap: str) -> TopicAdmin:
+    def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
         return NullAdmin(self.log)
+
+    def follower(self, name: str) -> FollowerProducer:
+        return CountingFollower(self.log)
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return EmptyCatalog(self.bootstrap, admin, producer)
@@ -259,5 +309,10 @@ class InProcessKafka(KafkaClients):
     def events(self) -> EventPublisher:
         return self.event_publisher
 
-    def ingest(self, loop: asyncio.AbstractEventLoop, on_batch: BatchHandler) -> IngestConsumer:
-        return LoopbackIngest(self.log, loop, on_batch)
+    def ingest(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_batch: BatchHandler,
+        applied: Mapping[tuple[str, int], int],
+    ) -> IngestConsumer:
+        return LoopbackIngest(self.log, loop, on_batch, applied)
