@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]  # re-exported
+from confluent_kafka.admin import AdminClient
 
 from tests.harness import ACCOUNT_ID, REGION, GatewayProcess, client_for, signed_headers
 
