@@ -358,7 +358,7 @@ def render_table(report: Report) -> str:
         counts = queue.counts
         lines += [
             "",
-            f"{queue.name}   {queue.region}   {queue.url}",
+            f"{queue.name}   {queue.url}   {queue.region}",
             f"  topic        {queue.topic}",
             f"  incarnation  {queue.incarnation}   partitions {queue.partition_count}",
             f"  messages     {_cell(counts['visible'])} visible, "

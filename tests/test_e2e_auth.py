@@ -682,20 +682,33 @@ def _seed_queue(owner_client: Any, owner: str, seed_text: str, seed_name: str) -
 
 def test_seed_example_send_message_for_one_account(client: Client) -> None:
     # Resource arn:aws:sqs:cn-north-1:444455556666:queue1: callers sign for cn-north-1
-    url, _ = _seed_queue(client("alice", "cn-north-1"), OWNER, seed.EXAMPLE_SEND, "queue1")
+    alice = client("alice", "cn-north-1")
+    url, name = _seed_queue(alice, OWNER, seed.EXAMPLE_SEND, "queue1")
     bob, carol = client("bob", "cn-north-1"), client("carol", "cn-north-1")
     assert outcome(lambda: bob.send_message(QueueUrl=url, MessageBody="m")) == "ok"
     assert outcome(lambda: bob.receive_message(QueueUrl=url)) == "AccessDenied"
     assert outcome(lambda: carol.send_message(QueueUrl=url, MessageBody="m")) == "AccessDenied"
-    # in another region the statement's resource does not match
-    assert outcome(
-        lambda: client("bob", "us-east-1").send_message(QueueUrl=url, MessageBody="m")
-    ) == ("AccessDenied")
+    # a request signed for another region is for that region's queue of the name: none
+    bob_elsewhere = client("bob", "us-east-1")
+    assert outcome(lambda: bob_elsewhere.send_message(QueueUrl=url, MessageBody="m")) == (
+        "AWS.SimpleQueueService.NonExistentQueue"
+    )
+    # and where one exists with the same policy, the statement's resource (cn-north-1) does
+    # not match it
+    alice_elsewhere = client("alice", "us-east-1")
+    alice_elsewhere.create_queue(QueueName=name)
+    policy = alice.get_queue_attributes(QueueUrl=url, AttributeNames=["Policy"])["Attributes"]
+    alice_elsewhere.set_queue_attributes(QueueUrl=url, Attributes=policy)
+    assert outcome(lambda: bob_elsewhere.send_message(QueueUrl=url, MessageBody="m")) == (
+        "AccessDenied"
+    )
 
 
-def test_seed_example_send_and_receive_in_any_region(client: Client) -> None:
-    url, _ = _seed_queue(client("alice"), OWNER, seed.EXAMPLE_SEND_RECEIVE, "queue1")
-    bob = client("bob", "eu-west-1")
+@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1"])
+def test_seed_example_send_and_receive_in_any_region(client: Client, region: str) -> None:
+    # Resource arn:aws:sqs:*:444455556666:queue1: the queue of that name in every region
+    url, _ = _seed_queue(client("alice", region), OWNER, seed.EXAMPLE_SEND_RECEIVE, "queue1")
+    bob = client("bob", region)
     assert outcome(lambda: bob.send_message(QueueUrl=url, MessageBody="m")) == "ok"
     assert outcome(lambda: bob.receive_message(QueueUrl=url, WaitTimeSeconds=5)) == "ok"
     assert outcome(lambda: bob.delete_message(QueueUrl=url, ReceiptHandle="x")) == "AccessDenied"
