@@ -294,8 +294,15 @@ class MessageService:
         """Move messages past maxReceiveCount to the DLQ, keeping id, body and attributes."""
         source_arn = self.queue_arn_of(source)
         for delivery in moves:
-            # Everything is kept but the delay, which was spent in the source queue.
-            moved = replace(delivery.message, delay_s=0, dead_letter_source_arn=source_arn)
+            # Everything is kept but the delay, which was spent in the source queue; the
+            # receive count carries over, as in SQS (the DLQ's first receive counts on).
+            moved = replace(
+                delivery.message,
+                delay_s=0,
+                dead_letter_source_arn=source_arn,
+                receive_count=delivery.fact.receive_count,
+                first_receive_ms=delivery.fact.first_receive_ms,
+            )
             await self.send(dlq, moved)
             self._leases.remove(pk, delivery.offset, self._clock.now_ms())
             self._events.moved_to_dlq(source, dlq, delivery)
