@@ -14,16 +14,23 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aiohttp import web
+from aiohttp import ClientPayloadError, web
 from aiohttp.typedefs import Handler
 from confluent_kafka import KafkaException
 
+from gateway import limits
 from gateway.auth import authenticate, authorize, condition_keys
 from gateway.backlog import commit_backlog_offsets
 from gateway.config import Settings
 from gateway.context import RequestContext, RequestNotes
 from gateway.dispatch import ACTIONS
-from gateway.errors import InternalError, ServiceUnavailable, SqsError, for_domain_error
+from gateway.errors import (
+    InternalError,
+    RequestTooLarge,
+    ServiceUnavailable,
+    SqsError,
+    for_domain_error,
+)
 from gateway.events import KafkaEventSink
 from gateway.expiry import expire_messages
 from gateway.gauges import publish_gauges
@@ -63,8 +70,6 @@ RUNTIME = web.AppKey("runtime", Runtime)
 SIGNALS = web.AppKey("signals", QueueSignals)
 REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
 DIRECTORY = web.AppKey("directory", Directory)
-# Requests can carry a 1 MiB message whose form encoding is up to three times larger.
-MAX_REQUEST_BYTES = 16 * 1024 * 1024
 
 
 def _receipt_secret(settings: Settings) -> bytes:
@@ -281,7 +286,7 @@ def build_app(
     directory: Directory | None = None,
     kafka: KafkaClients | None = None,
 ) -> web.Application:
-    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+    app = web.Application(client_max_size=limits.MAX_REQUEST_BYTES)
     clock = clock or SystemClock()
     app[DIRECTORY] = directory or load_directory(
         settings.iam_config, settings.account_id, settings.accept_any_access_key
@@ -412,7 +417,7 @@ async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes)
     action_name = "unknown"
     error: SqsError
     try:
-        body = await request.read()  # aiohttp keeps it: read_request reads the same bytes
+        body = await _read_body(request)  # aiohttp keeps it: read_request reads the same bytes
         now = datetime.fromtimestamp(runtime.clock.now_ms() / 1000, UTC)
         caller = authenticate(request, body, request.app[DIRECTORY], now)
         wire = await read_request(request, protocol, request_id)
@@ -456,7 +461,40 @@ async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes)
         error = ServiceUnavailable(
             "The service is unavailable (Kafka did not answer). Retry later."
         )
+    except _ClientGone:
+        # Nobody will read an answer; not the gateway's fault, so no traceback either.
+        log.info("client disconnected mid-request", extra={"request_id": request_id})
+        error = _CLIENT_GONE
     except Exception:
         log.exception("request failed", extra={"request_id": request_id})
         error = InternalError("We encountered an internal error. Please try again.")
-    return _Answer(render_error(protocol, error, request_id), action_name, error.code)
+    response = render_error(protocol, error, request_id, request.headers.get("Accept", ""))
+    if isinstance(error, RequestTooLarge):
+        response.force_close()  # the rest of the body is not worth reading
+    return _Answer(response, action_name, error.code)
+
+
+class _ClientGone(Exception):
+    """The client closed its connection before its request body arrived."""
+
+
+class _ClientClosedRequest(SqsError):
+    code = "ClientClosedRequest"  # an outcome label for /metrics; never reaches a client
+    http_status = 400
+    sender_fault = True
+
+
+_CLIENT_GONE = _ClientClosedRequest("The client closed the connection.")
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """The whole request body, or the SQS error for a body that is too large."""
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise RequestTooLarge(
+            f"The request body is larger than the {limits.MAX_REQUEST_BYTES} bytes this "
+            "server accepts."
+        ) from None
+    except (ConnectionResetError, ClientPayloadError) as exc:
+        raise _ClientGone() from exc
