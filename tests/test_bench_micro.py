@@ -7,12 +7,13 @@ action should (sent → visible, received → in flight, deleted → gone).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 import bench.micro.__main__ as cli
-from bench.micro import run, wire
+from bench.micro import ab, run, wire
 from bench.micro.standins import STORES
 
 
@@ -72,3 +73,20 @@ def test_the_command_writes_markdown_and_json(
     assert "DeleteMessageBatch (10)" in text
     assert "commit:" in text
     assert '"rows"' in (tmp_path / "m.json").read_text()
+
+
+def test_the_ab_command_compares_two_trees_pair_by_pair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given this tree as its own base, and the results directory redirected
+    monkeypatch.setattr(ab, "RESULTS", tmp_path)
+    args = ["--base-src", str(ab.HERE), "--pairs", "1", "--iterations", "2", "--warmup", "1"]
+    args += ["--stores", "memory", "--protocols", "json", "--out", "ab"]
+
+    # When the A/B runs
+    assert ab.main(args) == 0
+
+    # Then every action has one ratio per pair, from two real runs
+    rows = json.loads((tmp_path / "ab.json").read_text())["rows"]
+    assert {r["action"] for r in rows} == {p.name for p in run.PHASES}
+    assert all(len(r["ratio_per_pair"]) == 1 and r["ratio_median"] > 0 for r in rows)
