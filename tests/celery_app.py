@@ -14,7 +14,7 @@ from typing import Any
 from celery import Celery
 
 
-# README "Connect from Celery": begin
+# README: begin celery
 def make_app(endpoint_host_port: str, queue_prefix: str) -> Celery:
     """`endpoint_host_port` is e.g. "127.0.0.1:9324"."""
     app = Celery("kqs_tasks")
@@ -35,7 +35,7 @@ def make_app(endpoint_host_port: str, queue_prefix: str) -> Celery:
     return app
 
 
-# README "Connect from Celery": end
+# README: end celery
 
 
 app = make_app(

@@ -23,7 +23,7 @@ from aiobotocore.session import get_session
 
 from tests.attribute_md5 import attributes_md5
 from tests.celery_app import make_app
-from tests.clients_support import REPO, S3_CREDENTIALS, bucket_keys, new_bucket, s3_client
+from tests.clients_support import REPO, bucket_keys, new_bucket, s3_client
 from tests.harness import GatewayProcess, json_client
 
 EMPTY = {
@@ -139,7 +139,7 @@ def test_celery_worker_runs_tasks_sent_through_kqs(gateway: GatewayProcess, tmp_
 
 
 async def test_aiobotocore_round_trip(gateway: GatewayProcess) -> None:
-    # README "Connect from Python (asyncio)": begin
+    # README: begin python-asyncio
     session = get_session()
     async with session.create_client(
         "sqs",
@@ -148,7 +148,7 @@ async def test_aiobotocore_round_trip(gateway: GatewayProcess) -> None:
         aws_access_key_id="test",
         aws_secret_access_key="test",
     ) as sqs:
-        # README "Connect from Python (asyncio)": end
+        # README: end python-asyncio
         url = (await sqs.create_queue(QueueName=f"aio-{uuid.uuid4().hex[:10]}"))["QueueUrl"]
         sent = await sqs.send_message(
             QueueUrl=url, MessageBody="async ✓", MessageAttributes=ATTRIBUTES
@@ -230,16 +230,20 @@ def test_python_extended_client_with_s3(gateway: GatewayProcess, s3_endpoint: st
     SQSExtendedClientSession = extended_session_class()
     assert boto3.session.Session is not SQSExtendedClientSession
     bucket = new_bucket(s3_endpoint, "kqs-python")
-    # README "Connect from Python (extended client)": begin
+    # README: begin python-extended-client
     sqs = SQSExtendedClientSession(
         aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
     ).client("sqs", endpoint_url=gateway.endpoint)
     sqs.s3_client = boto3.session.Session().client(
-        "s3", endpoint_url=s3_endpoint, region_name="us-east-1", **S3_CREDENTIALS
+        "s3",
+        endpoint_url=s3_endpoint,  # your S3 (or S3-compatible) endpoint
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
     )
     sqs.large_payload_support = bucket  # bodies over 256 KiB go to this bucket
     sqs.delete_payload_from_s3 = True  # and are removed with their message
-    # README "Connect from Python (extended client)": end
+    # README: end python-extended-client
     url = sqs.create_queue(QueueName=f"pyext-{uuid.uuid4().hex[:10]}")["QueueUrl"]
     body = "".join(f"{i:08d}|" for i in range(2 * 1024 * 1024 // 9 + 1))[: 2 * 1024 * 1024]
     attributes = {"kind": {"DataType": "String", "StringValue": "large"}}

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// README "Connect from Go": begin
+// README: begin go-client
 func kqsClient(ctx context.Context, endpoint string) (*sqs.Client, error) {
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRegion("us-east-1"),
@@ -34,7 +34,7 @@ func kqsClient(ctx context.Context, endpoint string) (*sqs.Client, error) {
 	}), nil
 }
 
-// README "Connect from Go": end
+// README: end go-client
 
 func run(ctx context.Context, endpoint, queueName string) (map[string]any, error) {
 	client, err := kqsClient(ctx, endpoint)

@@ -3,7 +3,7 @@
 "use strict";
 
 const crypto = require("node:crypto");
-// README "Connect from Node.js": begin
+// README: begin node-client
 const {
   SQSClient,
   CreateQueueCommand,
@@ -22,7 +22,7 @@ function kqsClient(endpoint) {
     credentials: { accessKeyId: "test", secretAccessKey: "test" },
   });
 }
-// README "Connect from Node.js": end
+// README: end node-client
 
 async function main() {
   const [endpoint, queueName] = process.argv.slice(2);
@@ -97,7 +97,7 @@ async function main() {
   let duplicates = 0;
   await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("sqs-consumer did not get 10 messages")), 60000);
-    // README "Connect from Node.js": begin consumer
+    // README: begin node-consumer
     const consumer = Consumer.create({
       queueUrl,
       sqs, // the SQSClient above, pointed at KQS
@@ -111,7 +111,7 @@ async function main() {
         return message;
       },
     });
-    // README "Connect from Node.js": end consumer
+    // README: end node-consumer
     consumer.on("error", (err) => reject(err));
     consumer.on("processing_error", (err) => reject(err));
     consumer.on("stopped", () => {

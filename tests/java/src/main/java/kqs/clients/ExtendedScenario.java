@@ -41,19 +41,19 @@ final class ExtendedScenario {
   static void run(
       URI endpoint, String prefix, URI s3Endpoint, String bucket, Map<String, Object> result)
       throws Exception {
-    // README "Connect from Java": begin extended-client
+    // README: begin java-extended-client
     S3Client s3 =
         S3Client.builder()
             .endpointOverride(s3Endpoint) // any S3-compatible server
             .region(Region.US_EAST_1)
-            .credentialsProvider(SdkScenarios.CREDENTIALS)
+            .credentialsProvider(SdkScenarios.CREDENTIALS) // your S3 credentials
             .forcePathStyle(true)
             .build();
-    SqsClient plain = SdkScenarios.syncClient(endpoint);
+    SqsClient plain = SdkScenarios.syncClient(endpoint); // the SqsClient built above
     SqsClient sqs =
         new AmazonSQSExtendedClient(
             plain, new ExtendedClientConfiguration().withPayloadSupportEnabled(s3, bucket));
-    // README "Connect from Java": end extended-client
+    // README: end java-extended-client
     try (s3;
         plain;
         sqs) {

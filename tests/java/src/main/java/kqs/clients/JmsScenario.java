@@ -35,11 +35,12 @@ final class JmsScenario {
 
   static void run(URI endpoint, String prefix, Map<String, Object> result) throws Exception {
     try (SqsClient sqs = SdkScenarios.syncClient(endpoint)) {
-      // README "Connect from JMS": begin
+      // README: begin jms
+      // sqs: an SqsClient built as in "Connect from Java"
       SQSConnectionFactory factory = new SQSConnectionFactory(new ProviderConfiguration(), sqs);
       SQSConnection connection = factory.createConnection();
       AmazonSQSMessagingClientWrapper wrapper = connection.getWrappedAmazonSQSClient();
-      // README "Connect from JMS": end
+      // README: end jms
       try {
         String typed = prefix + "-jms-typed";
         String unordered = prefix + "-jms-unordered";

@@ -49,7 +49,7 @@ final class SdkScenarios {
 
   private SdkScenarios() {}
 
-  // README "Connect from Java": begin sync-client
+  // README: begin java-sync-client
   static SqsClient syncClient(URI endpoint) {
     return SqsClient.builder()
         .endpointOverride(endpoint) // e.g. URI.create("http://127.0.0.1:9324")
@@ -59,7 +59,7 @@ final class SdkScenarios {
         .checksumValidationEnabled(true) // verify MD5OfMessageBody / MD5OfMessageAttributes
         .build();
   }
-  // README "Connect from Java": end sync-client
+  // README: end java-sync-client
 
   static void sync(URI endpoint, String prefix, Map<String, Object> result) throws Exception {
     try (SqsClient sqs = syncClient(endpoint)) {
@@ -186,15 +186,15 @@ final class SdkScenarios {
   static void asyncBatch(URI endpoint, String prefix, Map<String, Object> result) throws Exception {
     int total = 300;
     OperationCounter counter = new OperationCounter();
+    // README: begin java-async-batch
     ScheduledExecutorService scheduler = Executors.newScheduledThreadPool(2);
-    // README "Connect from Java": begin async-batch
     SqsAsyncClient sqs =
         SqsAsyncClient.builder()
             .endpointOverride(endpoint)
             .region(Region.US_EAST_1)
             .credentialsProvider(
                 StaticCredentialsProvider.create(AwsBasicCredentials.create("test", "test")))
-            .overrideConfiguration(o -> o.addExecutionInterceptor(counter))
+            .overrideConfiguration(o -> o.addExecutionInterceptor(counter)) // the test counts calls
             .build();
     SqsAsyncBatchManager batches =
         SqsAsyncBatchManager.builder()
@@ -206,7 +206,7 @@ final class SdkScenarios {
                     .receiveMessageAttributeNames(List.of("n"))
                     .build())
             .build();
-    // README "Connect from Java": end async-batch
+    // README: end java-async-batch
     try {
       String url = sqs.createQueue(b -> b.queueName(prefix + "-java-async")).join().queueUrl();
       result.put("queue_url", url);
