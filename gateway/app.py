@@ -14,16 +14,23 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aiohttp import web
+from aiohttp import ClientPayloadError, web
 from aiohttp.typedefs import Handler
 from confluent_kafka import KafkaException
 
+from gateway import limits
 from gateway.auth import authenticate, authorize, condition_keys
 from gateway.backlog import commit_backlog_offsets
 from gateway.config import Settings
 from gateway.context import RequestContext, RequestNotes
 from gateway.dispatch import ACTIONS
-from gateway.errors import InternalError, ServiceUnavailable, SqsError, for_domain_error
+from gateway.errors import (
+    InternalError,
+    RequestTooLarge,
+    ServiceUnavailable,
+    SqsError,
+    for_domain_error,
+)
 from gateway.events import KafkaEventSink
 from gateway.expiry import expire_messages
 from gateway.gauges import publish_gauges
@@ -54,7 +61,8 @@ from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
 from topology.ingest import IngestConsumer
-from topology.producer import AsyncProducer, ProduceFailed
+from topology.names import CATALOG_TOPIC
+from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
 
 log = logging.getLogger("kqs.gateway")
 
@@ -62,8 +70,6 @@ RUNTIME = web.AppKey("runtime", Runtime)
 SIGNALS = web.AppKey("signals", QueueSignals)
 REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
 DIRECTORY = web.AppKey("directory", Directory)
-# Requests can carry a 1 MiB message whose form encoding is up to three times larger.
-MAX_REQUEST_BYTES = 16 * 1024 * 1024
 
 
 def _receipt_secret(settings: Settings) -> bytes:
@@ -92,6 +98,7 @@ class _Parts:
     background: list[asyncio.Task[None]]
     sink: KafkaEventSink
     changelog: LeaseChangelog
+    follower: FollowerProducer
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -149,11 +156,15 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
     loop = asyncio.get_running_loop()
     bootstrap = settings.kafka_bootstrap
     producer = AsyncProducer(bootstrap, statistics=True)
-    admin = TopicAdmin(bootstrap, settings.replication_factor)
+    admin = TopicAdmin(bootstrap, settings.replication_factor, settings.topic_fsync)
     catalog = Catalog(bootstrap, admin, producer)
     await catalog.ensure_topic()
     records = await loop.run_in_executor(None, catalog.load)
-    changelog = LeaseChangelog(producer, admin)
+    await admin.ensure_durable(
+        [CATALOG_TOPIC] + [r.topic for r in records.values() if r.deleted_ms is None]
+    )
+    follower = FollowerProducer(bootstrap, "kqs-changelog")
+    changelog = LeaseChangelog(producer, follower, admin)
     await changelog.ensure_topic()
     leases = await open_lease_store(
         settings.lease_dir, bootstrap, records.values(), clock, changelog.on_commit
@@ -188,7 +199,7 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
         changelog=changelog,
         events=sink,
     )
-    ingest = IngestConsumer(bootstrap, loop, messages.on_ingested)
+    ingest = IngestConsumer(bootstrap, loop, messages.on_ingested, messages.applied_hint)
     ingest_ref.append(ingest)
     ingest.start()
     registry.load(records.values())
@@ -216,6 +227,7 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
         background,
         sink,
         changelog,
+        follower,
     )
     app[PARTS] = parts
     return parts
@@ -224,7 +236,7 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
 def build_app(
     settings: Settings, clock: Clock | None = None, directory: Directory | None = None
 ) -> web.Application:
-    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+    app = web.Application(client_max_size=limits.MAX_REQUEST_BYTES)
     clock = clock or SystemClock()
     app[DIRECTORY] = directory or load_directory(
         settings.iam_config, settings.account_id, settings.accept_any_access_key
@@ -241,6 +253,7 @@ def build_app(
         await parts.move_tasks.close()  # before the producer and lease store close
         parts.ingest.stop()
         parts.producer.close()
+        parts.follower.close()
         parts.events.close()
         parts.leases.close()
         log.info("gateway stopped")
@@ -354,7 +367,7 @@ async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes)
     action_name = "unknown"
     error: SqsError
     try:
-        body = await request.read()  # aiohttp keeps it: read_request reads the same bytes
+        body = await _read_body(request)  # aiohttp keeps it: read_request reads the same bytes
         now = datetime.fromtimestamp(runtime.clock.now_ms() / 1000, UTC)
         caller = authenticate(request, body, request.app[DIRECTORY], now)
         wire = await read_request(request, protocol, request_id)
@@ -398,7 +411,40 @@ async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes)
         error = ServiceUnavailable(
             "The service is unavailable (Kafka did not answer). Retry later."
         )
+    except _ClientGone:
+        # Nobody will read an answer; not the gateway's fault, so no traceback either.
+        log.info("client disconnected mid-request", extra={"request_id": request_id})
+        error = _CLIENT_GONE
     except Exception:
         log.exception("request failed", extra={"request_id": request_id})
         error = InternalError("We encountered an internal error. Please try again.")
-    return _Answer(render_error(protocol, error, request_id), action_name, error.code)
+    response = render_error(protocol, error, request_id, request.headers.get("Accept", ""))
+    if isinstance(error, RequestTooLarge):
+        response.force_close()  # the rest of the body is not worth reading
+    return _Answer(response, action_name, error.code)
+
+
+class _ClientGone(Exception):
+    """The client closed its connection before its request body arrived."""
+
+
+class _ClientClosedRequest(SqsError):
+    code = "ClientClosedRequest"  # an outcome label for /metrics; never reaches a client
+    http_status = 400
+    sender_fault = True
+
+
+_CLIENT_GONE = _ClientClosedRequest("The client closed the connection.")
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """The whole request body, or the SQS error for a body that is too large."""
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise RequestTooLarge(
+            f"The request body is larger than the {limits.MAX_REQUEST_BYTES} bytes this "
+            "server accepts."
+        ) from None
+    except (ConnectionResetError, ClientPayloadError) as exc:
+        raise _ClientGone() from exc

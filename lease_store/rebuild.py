@@ -40,9 +40,9 @@ from lease_store.store import (
     PartitionState,
     _expiry_key,
     _fact_key,
-    _index_key,
     _message_key,
     _state_key,
+    _visibility_entry,
 )
 
 _I32 = struct.Struct(">i")
@@ -168,9 +168,7 @@ class LeaseRebuild:
                     self._batch.delete(_fact_key(pk, offset))
                 continue
             self._batch.put(_fact_key(pk, offset), fact.encode())
-            self._batch.put(
-                _index_key(pk, fact.visible_at_ms, offset), _I32.pack(fact.receive_count)
-            )
+            self._batch.put(*_visibility_entry(pk, now_ms, fact, offset))
             self._batch.put(_message_key(pk, offset), message.encode())
             self._batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
             part.state.count(state.state_at(fact, now_ms), +1)

@@ -353,6 +353,24 @@ def test_receive_returns_at_most_max_number_of_messages(sqs: Any, new_queue: New
     assert sorted(bodies) == sorted(f"m{i}" for i in range(12))
 
 
+def test_a_message_visible_again_is_received_before_newer_ones(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    # Given a message received with a 1 s visibility timeout, then two newer messages sent
+    # while it is in flight (visible since before it is visible again)
+    url = new_queue("oldestfirst")
+    sqs.send_message(QueueUrl=url, MessageBody="old")
+    assert receive_one(sqs, url, VisibilityTimeout=1)["Body"] == "old"
+    sqs.send_message(QueueUrl=url, MessageBody="new-1")
+    sqs.send_message(QueueUrl=url, MessageBody="new-2")
+    time.sleep(1.5)
+    # When received one at a time
+    bodies = [receive_one(sqs, url, AttributeNames=["ApproximateReceiveCount"]) for _ in range(3)]
+    # Then oldest first, as SQS serves them in practice
+    assert [m["Body"] for m in bodies] == ["old", "new-1", "new-2"]
+    assert bodies[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+
+
 def test_receive_visibility_timeout_overrides_the_queue_default(
     sqs: Any, new_queue: NewQueue
 ) -> None:
@@ -481,7 +499,10 @@ def test_visibility_change_of_a_deleted_message_is_refused(sqs: Any, new_queue: 
     with pytest.raises(ClientError) as excinfo:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=10)
     error = error_of(excinfo)
-    assert (error["Code"], error["Message"]) == ("InvalidParameterValue", NOT_AVAILABLE)
+    assert (error["Code"], error["Message"]) == (
+        "InvalidParameterValue",
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: {NOT_AVAILABLE}",
+    )
 
 
 def test_visibility_change_with_a_garbage_handle_is_refused(sqs: Any, scratch_queue: str) -> None:
