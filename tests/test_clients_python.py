@@ -76,7 +76,11 @@ def test_celery_worker_runs_tasks_sent_through_kqs(gateway: GatewayProcess, tmp_
     app.send_task("kqs.flaky", args=("k1",))
     sqs = json_client(gateway.endpoint)
     url = sqs.get_queue_url(QueueName=f"{prefix}tasks")["QueueUrl"]
-    assert queue_counts(gateway, url)["ApproximateNumberOfMessages"] == "21"
+    wait_for(
+        lambda: queue_counts(gateway, url)["ApproximateNumberOfMessages"] == "21",
+        30,
+        "the 21 task messages to be counted",
+    )
 
     log_path = tmp_path / "worker.log"
     with log_path.open("wb") as log:
