@@ -4,6 +4,7 @@ import com.amazon.sqs.javamessaging.AmazonSQSMessagingClientWrapper;
 import com.amazon.sqs.javamessaging.ProviderConfiguration;
 import com.amazon.sqs.javamessaging.SQSConnection;
 import com.amazon.sqs.javamessaging.SQSConnectionFactory;
+import com.amazon.sqs.javamessaging.SQSMessageConsumerPrefetch;
 import com.amazon.sqs.javamessaging.SQSSession;
 import jakarta.jms.BytesMessage;
 import jakarta.jms.Message;
@@ -34,6 +35,13 @@ final class JmsScenario {
   private JmsScenario() {}
 
   static void run(URI endpoint, String prefix, Map<String, Object> result) throws Exception {
+    // Each consumer's prefetch thread long-polls for 20 s, and closing a consumer waits for
+    // that receive to return: on an empty queue, 20 s per consumer (as on SQS). The library
+    // has no setting for it; 2 s keeps the three consumers' closes short.
+    java.lang.reflect.Field waitTime =
+        SQSMessageConsumerPrefetch.class.getDeclaredField("WAIT_TIME_SECONDS");
+    waitTime.setAccessible(true);
+    waitTime.setInt(null, 2);
     try (SqsClient sqs = SdkScenarios.syncClient(endpoint)) {
       // README: begin jms
       // sqs: an SqsClient built as in "Connect from Java"
