@@ -10,7 +10,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -55,12 +55,12 @@ from gateway.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
 from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandleCodec
-from lease_store.store import LeaseStore
+from lease_store.store import CommitListener, LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
-from topology.ingest import IngestConsumer
+from topology.ingest import BatchHandler, IngestConsumer
 from topology.names import CATALOG_TOPIC
 from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
 
@@ -135,13 +135,60 @@ class _Parts:
 PARTS = web.AppKey("parts", _Parts)
 
 
-async def _ensure_events_topic(settings: Settings, bootstrap: str) -> list[asyncio.Task[None]]:
+class KafkaClients:
+    """Makes every Kafka client of the gateway: the only place `_start` gets them from.
+
+    `kqs serve` uses this class as is. The request-path microbenchmark (`bench/micro`) passes
+    a subclass whose clients answer in process, so that everything else is wired exactly as
+    here.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.bootstrap = settings.kafka_bootstrap
+
+    def producer(self) -> AsyncProducer:
+        return AsyncProducer(self.bootstrap, statistics=True)
+
+    def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
+        return TopicAdmin(bootstrap, self.settings.replication_factor, fsync_durable_topics)
+
+    def follower(self, name: str) -> FollowerProducer:
+        return FollowerProducer(self.bootstrap, name)
+
+    def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
+        return Catalog(self.bootstrap, admin, producer)
+
+    async def open_leases(
+        self, records: Iterable[QueueRecord], clock: Clock, on_commit: CommitListener
+    ) -> LeaseStore:
+        """The lease store under the data directory, rebuilt from Kafka if it is lost."""
+        return await open_lease_store(
+            self.settings.lease_dir, self.bootstrap, records, clock, on_commit
+        )
+
+    def events(self) -> EventPublisher:
+        settings = self.settings
+        return EventPublisher(
+            settings.events_bootstrap or self.bootstrap, settings.events_buffer_messages
+        )
+
+    def ingest(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_batch: BatchHandler,
+        applied: Mapping[tuple[str, int], int],
+    ) -> IngestConsumer:
+        return IngestConsumer(self.bootstrap, loop, on_batch, applied)
+
+
+async def _ensure_events_topic(kafka: KafkaClients) -> list[asyncio.Task[None]]:
     """Create `__kqs_events`; on another cluster, in the background, never failing start-up."""
-    if not settings.events_bootstrap or settings.events_bootstrap == bootstrap:
-        admin = TopicAdmin(bootstrap, settings.replication_factor)
-        await ensure_events_topic(admin, settings.partitions)
+    settings = kafka.settings
+    if not settings.events_bootstrap or settings.events_bootstrap == kafka.bootstrap:
+        await ensure_events_topic(kafka.admin(kafka.bootstrap), settings.partitions)
         return []
-    admin = TopicAdmin(settings.events_bootstrap, settings.replication_factor)
+    admin = kafka.admin(settings.events_bootstrap)
 
     async def ensure() -> None:
         try:
@@ -152,25 +199,25 @@ async def _ensure_events_topic(settings: Settings, bootstrap: str) -> list[async
     return [asyncio.create_task(ensure())]
 
 
-async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Parts:
+async def _start(
+    app: web.Application, settings: Settings, clock: Clock, kafka: KafkaClients
+) -> _Parts:
     loop = asyncio.get_running_loop()
-    bootstrap = settings.kafka_bootstrap
-    producer = AsyncProducer(bootstrap, statistics=True)
-    admin = TopicAdmin(bootstrap, settings.replication_factor, settings.topic_fsync)
-    catalog = Catalog(bootstrap, admin, producer)
+    bootstrap = kafka.bootstrap
+    producer = kafka.producer()
+    admin = kafka.admin(bootstrap, settings.topic_fsync)
+    catalog = kafka.catalog(admin, producer)
     await catalog.ensure_topic()
     records = await loop.run_in_executor(None, catalog.load)
     await admin.ensure_durable(
         [CATALOG_TOPIC] + [r.topic for r in records.values() if r.deleted_ms is None]
     )
-    follower = FollowerProducer(bootstrap, "kqs-changelog")
+    follower = kafka.follower("kqs-changelog")
     changelog = LeaseChangelog(producer, follower, admin)
     await changelog.ensure_topic()
-    leases = await open_lease_store(
-        settings.lease_dir, bootstrap, records.values(), clock, changelog.on_commit
-    )
-    background = await _ensure_events_topic(settings, bootstrap)
-    events = EventPublisher(settings.events_bootstrap or bootstrap, settings.events_buffer_messages)
+    leases = await kafka.open_leases(records.values(), clock, changelog.on_commit)
+    background = await _ensure_events_topic(kafka)
+    events = kafka.events()
     sink = KafkaEventSink(events, clock)
     signals = QueueSignals()
     ingest_ref: list[IngestConsumer] = []
@@ -199,7 +246,7 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
         changelog=changelog,
         events=sink,
     )
-    ingest = IngestConsumer(bootstrap, loop, messages.on_ingested, messages.applied_hint)
+    ingest = kafka.ingest(loop, messages.on_ingested, messages.applied_hint)
     ingest_ref.append(ingest)
     ingest.start()
     registry.load(records.values())
@@ -234,7 +281,10 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
 
 
 def build_app(
-    settings: Settings, clock: Clock | None = None, directory: Directory | None = None
+    settings: Settings,
+    clock: Clock | None = None,
+    directory: Directory | None = None,
+    kafka: KafkaClients | None = None,
 ) -> web.Application:
     app = web.Application(client_max_size=limits.MAX_REQUEST_BYTES)
     clock = clock or SystemClock()
@@ -243,7 +293,7 @@ def build_app(
     )
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        parts = await _start(app, settings, clock)
+        parts = await _start(app, settings, clock, kafka or KafkaClients(settings))
         yield
         parts.backlog.cancel()
         parts.expiry.cancel()

@@ -93,8 +93,11 @@ class MessageService:
         self._ingest_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = (
             defaultdict(list)
         )
-        # Delivered records past a gap in their partition, by offset (see the module header).
+        # Delivered records not applied yet, by offset (see the module header): those of this
+        # event-loop turn, and those past a gap in their partition.
         self._ahead: dict[PartitionKey, dict[int, StoredMessage]] = defaultdict(dict)
+        # Partitions with delivered records to apply at the end of this turn.
+        self._to_apply: dict[PartitionKey, tuple[QueueRecord, str, int]] = {}
         # (topic, partition) -> applied offset, read by the ingest thread to skip records
         # without decoding them. Written only here, on the event loop.
         self.applied_hint: dict[tuple[str, int], int] = {}
@@ -117,12 +120,27 @@ class MessageService:
     def _on_delivered(
         self, record: QueueRecord, topic: str, partition: int, offset: int, message: StoredMessage
     ) -> None:
-        """Apply a record this gateway produced, from its delivery report."""
+        """Apply a record this gateway produced, from its delivery report.
+
+        Applied at the end of the event-loop turn, together with the other records delivered
+        in it (the ten of a SendMessageBatch, concurrent sends): one lease-store write for
+        all of them instead of one each.
+        """
         pk = partition_keys(record)[partition]
         if offset <= self._leases.applied_offset(pk):
             return  # ingest was first
         self._ahead[pk][offset] = message
-        self._apply_ahead(record, topic, partition, pk)
+        if not self._to_apply:
+            asyncio.get_running_loop().call_soon(self._apply_delivered)
+        self._to_apply[pk] = (record, topic, partition)
+
+    def _apply_delivered(self) -> None:
+        to_apply, self._to_apply = self._to_apply, {}
+        for pk, (record, topic, partition) in to_apply.items():
+            if self._registry.by_topic(topic) is None:
+                self._ahead.pop(pk, None)  # the queue was deleted meanwhile
+                continue
+            self._apply_ahead(record, topic, partition, pk)
 
     def _apply_ahead(
         self, record: QueueRecord, topic: str, partition: int, pk: PartitionKey
@@ -276,8 +294,15 @@ class MessageService:
         """Move messages past maxReceiveCount to the DLQ, keeping id, body and attributes."""
         source_arn = self.queue_arn_of(source)
         for delivery in moves:
-            # Everything is kept but the delay, which was spent in the source queue.
-            moved = replace(delivery.message, delay_s=0, dead_letter_source_arn=source_arn)
+            # Everything is kept but the delay, which was spent in the source queue; the
+            # receive count carries over, as in SQS (the DLQ's first receive counts on).
+            moved = replace(
+                delivery.message,
+                delay_s=0,
+                dead_letter_source_arn=source_arn,
+                receive_count=delivery.fact.receive_count,
+                first_receive_ms=delivery.fact.first_receive_ms,
+            )
             await self.send(dlq, moved)
             self._leases.remove(pk, delivery.offset, self._clock.now_ms())
             self._events.moved_to_dlq(source, dlq, delivery)

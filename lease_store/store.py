@@ -332,7 +332,7 @@ class LeaseStore:
             st.applied_offset = offset
             if offset < st.purged_before_offset:
                 continue
-            fact = state.new_fact(message.sent_ms, message.delay_s * 1000)
+            fact = state.ingested_fact(message)
             self._put_fact(pk, st, offset, fact, batch)
             batch.put(_message_key(pk, offset), message.encode())
             batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")

@@ -14,7 +14,7 @@ import pytest
 from lease_store import state
 from lease_store import store as store_keys
 from lease_store.clock import ManualClock
-from lease_store.errors import LeaseError, MessageNotAvailable, MessageNotInflight
+from lease_store.errors import LeaseError, MessageNotAvailable
 from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.state import MessageState
@@ -689,7 +689,7 @@ def test_change_visibility_applies_once_and_the_next_receive_uses_its_own_timeou
 
 
 @on_every_backend
-def test_change_visibility_with_a_superseded_handle_raises_message_not_available(
+def test_change_visibility_with_a_superseded_handle_changes_it(
     store: LeaseStore, clock: ManualClock
 ) -> None:
     # Given a message received twice
@@ -698,25 +698,32 @@ def test_change_visibility_with_a_superseded_handle_raises_message_not_available
     clock.advance(VISIBILITY_MS)
     receive(store, clock)
 
-    # When / Then the first receive's epoch is refused
-    with pytest.raises(MessageNotAvailable):
-        store.change_visibility(PK, 0, epoch=1, now_ms=clock.now_ms(), visibility_ms=0)
-    assert counts(store, clock) == Counts(visible=0, in_flight=1, delayed=0)
+    # When the first receive's handle sets its visibility to 0 (AWS accepts it)
+    store.change_visibility(PK, 0, epoch=1, now_ms=clock.now_ms(), visibility_ms=0)
+
+    # Then it is visible, and received again first
+    assert counts(store, clock) == Counts(visible=1, in_flight=0, delayed=0)
+    assert offsets_of(receive(store, clock)) == [0]
 
 
 @on_every_backend
-def test_change_visibility_of_a_message_whose_lease_ended_raises_message_not_inflight(
+def test_change_visibility_of_a_message_whose_lease_ended_hides_it_again(
     store: LeaseStore, clock: ManualClock
 ) -> None:
-    # Given
+    # Given a received message whose lease ended, nobody having received it since
     store.ingest(PK, records([0]))
     receive(store, clock)
     clock.advance(VISIBILITY_MS)
-
-    # When / Then
-    with pytest.raises(MessageNotInflight):
-        store.change_visibility(PK, 0, epoch=1, now_ms=clock.now_ms(), visibility_ms=0)
     assert counts(store, clock) == Counts(visible=1, in_flight=0, delayed=0)
+
+    # When its visibility is changed to 60 s
+    store.change_visibility(PK, 0, epoch=1, now_ms=clock.now_ms(), visibility_ms=60 * SECOND_MS)
+
+    # Then it is in flight again, and visible once that has passed
+    assert counts(store, clock) == Counts(visible=0, in_flight=1, delayed=0)
+    assert offsets_of(receive(store, clock)) == []
+    clock.advance(60 * SECOND_MS)
+    assert offsets_of(receive(store, clock)) == [0]
 
 
 @on_every_backend
