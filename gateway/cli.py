@@ -56,6 +56,7 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         default=defaults.iam_config,
         help="TOML file of accounts, users, groups and policies (KQS_IAM_CONFIG)",
     )
+    logs.add_log_format_argument(serve, defaults.log_format)
     serve.add_argument(
         "--accept-any-access-key",
         action="store_true",
@@ -131,6 +132,7 @@ def serve(args: argparse.Namespace) -> int:
         kafka_bootstrap=args.kafka_bootstrap,
         iam_config=args.iam_config,
         accept_any_access_key=args.accept_any_access_key,
+        log_format=args.log_format,
     )
     logs.configure(settings.log_format)
     try:
