@@ -133,7 +133,9 @@ def read_events(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
 def start_queries(
     spark: SparkSession, settings: AnalyticsSettings, trigger_s: float | None
 ) -> list[StreamingQuery]:
-    """Start the four queries (see the module docstring), micro-batches every ``trigger_s``.
+    """Start the four queries (see the module docstring), micro-batches every ``trigger_s``
+    for the Kafka outputs and every ``settings.file_trigger_seconds`` (at least ``trigger_s``)
+    for the Parquet ones.
 
     ``trigger_s=None`` processes what the topic holds now (availableNow), then stops.
 
@@ -145,6 +147,8 @@ def start_queries(
 
     def dlq() -> DataFrame:
         return transforms.build_dlq(read_events(spark, settings))
+
+    file_trigger_s = None if trigger_s is None else max(trigger_s, settings.file_trigger_seconds)
 
     return [
         sinks.to_kafka(
@@ -159,7 +163,7 @@ def start_queries(
             settings,
             settings.metrics_path,
             "metrics-parquet",
-            trigger_s,
+            file_trigger_s,
         ),
         sinks.to_kafka(
             transforms.dlq_records(dlq()), settings, settings.dlq_topic, "dlq-kafka", trigger_s
@@ -169,7 +173,7 @@ def start_queries(
             settings,
             settings.dlq_path,
             "dlq-parquet",
-            trigger_s,
+            file_trigger_s,
         ),
     ]
 
@@ -202,8 +206,11 @@ def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -
     wake = threading.Event()
     stopping: list[str] = []
 
+    signalled: list[float] = []
+
     def request_stop(signum: int, _frame: types.FrameType | None) -> None:
         stopping.append(signal.Signals(signum).name)
+        signalled.append(time.monotonic())
         wake.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -220,7 +227,6 @@ def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -
     listener = BatchListener(changed=wake)
     handle = progress.add_listener(spark, listener)
     queries: list[StreamingQuery] = []
-    signalled: float | None = None
     try:
         queries = start_queries(spark, settings, settings.trigger_seconds)
         log.info(
@@ -249,7 +255,6 @@ def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -
                     error = query.exception()
                     log.error("query stopped", extra={"query": query.name, "error": str(error)})
                 return 1
-        signalled = time.monotonic()
         log.info("stopping", extra={"signal": stopping[0]})
         return 0
     finally:
@@ -258,7 +263,7 @@ def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -
             _stop_between_batches(query, deadline)
         progress.remove_listener(spark, handle)
         spark.stop()
-        extra = {} if signalled is None else {"seconds": round(time.monotonic() - signalled, 1)}
+        extra = {"seconds": round(time.monotonic() - signalled[0], 1)} if signalled else {}
         log.info("analytics stopped", extra=extra)
 
 
