@@ -52,6 +52,7 @@ from lease_store.store import LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
+from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher, ensure_events_topic
 from topology.ingest import IngestConsumer
 from topology.producer import AsyncProducer, ProduceFailed
@@ -148,7 +149,7 @@ async def _ensure_events_topic(settings: Settings, bootstrap: str) -> list[async
 async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Parts:
     loop = asyncio.get_running_loop()
     bootstrap = settings.kafka_bootstrap
-    producer = AsyncProducer(bootstrap, statistics=True)
+    producer = AsyncProducer(bootstrap, {"logger": LIBRDKAFKA}, statistics=True)
     admin = TopicAdmin(bootstrap, settings.replication_factor)
     catalog = Catalog(bootstrap, admin, producer)
     await catalog.ensure_topic()
@@ -238,6 +239,11 @@ def build_app(
         parts.gauges.cancel()
         for task in parts.background:
             task.cancel()
+        # Let the cancelled loops finish: a coroutine left suspended keeps its frame, and
+        # with it the Kafka clients, alive past the broker's shutdown.
+        await asyncio.gather(
+            parts.backlog, parts.expiry, parts.gauges, *parts.background, return_exceptions=True
+        )
         await parts.move_tasks.close()  # before the producer and lease store close
         parts.ingest.stop()
         parts.producer.close()

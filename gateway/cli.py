@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp import web_app as aiohttp_web_app
 
 from dashboard.cli import add_dashboard_subcommand
 from gateway import logs
@@ -155,7 +157,23 @@ def serve(args: argparse.Namespace) -> int:
             )
             settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
         _run(_run_gateway(settings, directory))
+        _free_gateway()
     return 0
+
+
+def _free_gateway() -> None:
+    """Free the stopped gateway's objects, and with them its Kafka clients.
+
+    librdkafka clients (the admin clients above all, which have no close()) disconnect only
+    when their objects are freed. aiohttp caches each handler's middleware chain with its
+    app in a module-level LRU cache, which keeps the whole gateway alive after it stopped;
+    left there, its clients log "Connection refused" while the embedded broker shuts down.
+    """
+    cached = getattr(aiohttp_web_app, "_cached_build_middleware", None)
+    cache_clear = getattr(cached, "cache_clear", None)
+    if callable(cache_clear):
+        cache_clear()
+    gc.collect()
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:

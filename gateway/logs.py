@@ -21,9 +21,12 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
+from topology.client_log import LIBRDKAFKA
+
+__all__ = ["LIBRDKAFKA", "add_log_format_argument", "configure", "resolve"]
+
 FORMATS = ("auto", "text", "json")
 
-LIBRDKAFKA = logging.getLogger("kqs.librdkafka")
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 

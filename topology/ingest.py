@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from lease_store.records import StoredMessage
+from topology.client_log import LIBRDKAFKA
 from topology.consuming import decode_queue_record, poll_batch
 from topology.names import INGEST_GROUP
 from topology.producer import coordinates
@@ -61,6 +62,7 @@ class IngestConsumer:
                 # The broker answers a fetch as soon as a record arrives; this only bounds how
                 # long a newly assigned partition waits for the next fetch round.
                 "fetch.wait.max.ms": 50,
+                "logger": LIBRDKAFKA,
             }
         )
         self._loop = loop
