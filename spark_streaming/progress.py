@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 log = logging.getLogger("kqs.analytics")
@@ -27,7 +27,7 @@ log = logging.getLogger("kqs.analytics")
 
 def batch_fields(progress: dict[str, Any]) -> dict[str, Any]:
     """The log line's fields of one finished batch: query, batch, rows in and out, duration,
-    watermark.
+    when it finished (UTC, to the millisecond), watermark.
 
     ``rows_out`` is the sink's count; Spark's file sink reports none (-1), and there the
     rows written are the windows the append-mode aggregation closed, which its state
@@ -48,6 +48,11 @@ def batch_fields(progress: dict[str, Any]) -> dict[str, Any]:
     if rows_out is not None:
         fields["rows_out"] = rows_out
     fields["duration_ms"] = durations.get("triggerExecution")
+    finished = batch_finished_at(progress)
+    if finished is not None:
+        fields["finished"] = datetime.fromtimestamp(finished, UTC).isoformat(
+            timespec="milliseconds"
+        )
     watermark = (progress.get("eventTime") or {}).get("watermark")
     if watermark is not None:
         fields["watermark"] = watermark
