@@ -10,20 +10,27 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aiohttp import web
+from aiohttp import ClientPayloadError, web
 from aiohttp.typedefs import Handler
 from confluent_kafka import KafkaException
 
+from gateway import limits
 from gateway.auth import authenticate, authorize, condition_keys
 from gateway.backlog import commit_backlog_offsets
 from gateway.config import Settings
 from gateway.context import RequestContext, RequestNotes
 from gateway.dispatch import ACTIONS
-from gateway.errors import InternalError, ServiceUnavailable, SqsError, for_domain_error
+from gateway.errors import (
+    InternalError,
+    RequestTooLarge,
+    ServiceUnavailable,
+    SqsError,
+    for_domain_error,
+)
 from gateway.events import KafkaEventSink
 from gateway.expiry import expire_messages
 from gateway.gauges import publish_gauges
@@ -48,14 +55,15 @@ from gateway.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
 from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandleCodec
-from lease_store.store import LeaseStore
+from lease_store.store import CommitListener, LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher, ensure_events_topic
-from topology.ingest import IngestConsumer
-from topology.producer import AsyncProducer, ProduceFailed
+from topology.ingest import BatchHandler, IngestConsumer
+from topology.names import CATALOG_TOPIC
+from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
 
 log = logging.getLogger("kqs.gateway")
 
@@ -63,8 +71,6 @@ RUNTIME = web.AppKey("runtime", Runtime)
 SIGNALS = web.AppKey("signals", QueueSignals)
 REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
 DIRECTORY = web.AppKey("directory", Directory)
-# Requests can carry a 1 MiB message whose form encoding is up to three times larger.
-MAX_REQUEST_BYTES = 16 * 1024 * 1024
 
 
 def _receipt_secret(settings: Settings) -> bytes:
@@ -93,6 +99,7 @@ class _Parts:
     background: list[asyncio.Task[None]]
     sink: KafkaEventSink
     changelog: LeaseChangelog
+    follower: FollowerProducer
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -129,13 +136,61 @@ class _Parts:
 PARTS = web.AppKey("parts", _Parts)
 
 
-async def _ensure_events_topic(settings: Settings, bootstrap: str) -> list[asyncio.Task[None]]:
+class KafkaClients:
+    """Makes every Kafka client of the gateway: the only place `_start` gets them from.
+
+    `kqs serve` uses this class as is. The request-path microbenchmark (`bench/micro`) passes
+    a subclass whose clients answer in process, so that everything else is wired exactly as
+    here.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.bootstrap = settings.kafka_bootstrap
+
+    def producer(self) -> AsyncProducer:
+        # librdkafka's messages through our logger, not raw on stderr (gateway/logs.py)
+        return AsyncProducer(self.bootstrap, {"logger": LIBRDKAFKA}, statistics=True)
+
+    def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
+        return TopicAdmin(bootstrap, self.settings.replication_factor, fsync_durable_topics)
+
+    def follower(self, name: str) -> FollowerProducer:
+        return FollowerProducer(self.bootstrap, name)
+
+    def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
+        return Catalog(self.bootstrap, admin, producer)
+
+    async def open_leases(
+        self, records: Iterable[QueueRecord], clock: Clock, on_commit: CommitListener
+    ) -> LeaseStore:
+        """The lease store under the data directory, rebuilt from Kafka if it is lost."""
+        return await open_lease_store(
+            self.settings.lease_dir, self.bootstrap, records, clock, on_commit
+        )
+
+    def events(self) -> EventPublisher:
+        settings = self.settings
+        return EventPublisher(
+            settings.events_bootstrap or self.bootstrap, settings.events_buffer_messages
+        )
+
+    def ingest(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_batch: BatchHandler,
+        applied: Mapping[tuple[str, int], int],
+    ) -> IngestConsumer:
+        return IngestConsumer(self.bootstrap, loop, on_batch, applied)
+
+
+async def _ensure_events_topic(kafka: KafkaClients) -> list[asyncio.Task[None]]:
     """Create `__kqs_events`; on another cluster, in the background, never failing start-up."""
-    if not settings.events_bootstrap or settings.events_bootstrap == bootstrap:
-        admin = TopicAdmin(bootstrap, settings.replication_factor)
-        await ensure_events_topic(admin, settings.partitions)
+    settings = kafka.settings
+    if not settings.events_bootstrap or settings.events_bootstrap == kafka.bootstrap:
+        await ensure_events_topic(kafka.admin(kafka.bootstrap), settings.partitions)
         return []
-    admin = TopicAdmin(settings.events_bootstrap, settings.replication_factor)
+    admin = kafka.admin(settings.events_bootstrap)
 
     async def ensure() -> None:
         try:
@@ -146,21 +201,25 @@ async def _ensure_events_topic(settings: Settings, bootstrap: str) -> list[async
     return [asyncio.create_task(ensure())]
 
 
-async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Parts:
+async def _start(
+    app: web.Application, settings: Settings, clock: Clock, kafka: KafkaClients
+) -> _Parts:
     loop = asyncio.get_running_loop()
-    bootstrap = settings.kafka_bootstrap
-    producer = AsyncProducer(bootstrap, {"logger": LIBRDKAFKA}, statistics=True)
-    admin = TopicAdmin(bootstrap, settings.replication_factor)
-    catalog = Catalog(bootstrap, admin, producer)
+    bootstrap = kafka.bootstrap
+    producer = kafka.producer()
+    admin = kafka.admin(bootstrap, settings.topic_fsync)
+    catalog = kafka.catalog(admin, producer)
     await catalog.ensure_topic()
     records = await loop.run_in_executor(None, catalog.load)
-    changelog = LeaseChangelog(producer, admin)
-    await changelog.ensure_topic()
-    leases = await open_lease_store(
-        settings.lease_dir, bootstrap, records.values(), clock, changelog.on_commit
+    await admin.ensure_durable(
+        [CATALOG_TOPIC] + [r.topic for r in records.values() if r.deleted_ms is None]
     )
-    background = await _ensure_events_topic(settings, bootstrap)
-    events = EventPublisher(settings.events_bootstrap or bootstrap, settings.events_buffer_messages)
+    follower = kafka.follower("kqs-changelog")
+    changelog = LeaseChangelog(producer, follower, admin)
+    await changelog.ensure_topic()
+    leases = await kafka.open_leases(records.values(), clock, changelog.on_commit)
+    background = await _ensure_events_topic(kafka)
+    events = kafka.events()
     sink = KafkaEventSink(events, clock)
     signals = QueueSignals()
     ingest_ref: list[IngestConsumer] = []
@@ -189,7 +248,7 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
         changelog=changelog,
         events=sink,
     )
-    ingest = IngestConsumer(bootstrap, loop, messages.on_ingested)
+    ingest = kafka.ingest(loop, messages.on_ingested, messages.applied_hint)
     ingest_ref.append(ingest)
     ingest.start()
     registry.load(records.values())
@@ -217,22 +276,26 @@ async def _start(app: web.Application, settings: Settings, clock: Clock) -> _Par
         background,
         sink,
         changelog,
+        follower,
     )
     app[PARTS] = parts
     return parts
 
 
 def build_app(
-    settings: Settings, clock: Clock | None = None, directory: Directory | None = None
+    settings: Settings,
+    clock: Clock | None = None,
+    directory: Directory | None = None,
+    kafka: KafkaClients | None = None,
 ) -> web.Application:
-    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+    app = web.Application(client_max_size=limits.MAX_REQUEST_BYTES)
     clock = clock or SystemClock()
     app[DIRECTORY] = directory or load_directory(
         settings.iam_config, settings.account_id, settings.accept_any_access_key
     )
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        parts = await _start(app, settings, clock)
+        parts = await _start(app, settings, clock, kafka or KafkaClients(settings))
         yield
         parts.backlog.cancel()
         parts.expiry.cancel()
@@ -247,6 +310,7 @@ def build_app(
         await parts.move_tasks.close()  # before the producer and lease store close
         parts.ingest.stop()
         parts.producer.close()
+        parts.follower.close()
         parts.events.close()
         parts.leases.close()
         log.info("gateway stopped")
@@ -360,7 +424,7 @@ async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes)
     action_name = "unknown"
     error: SqsError
     try:
-        body = await request.read()  # aiohttp keeps it: read_request reads the same bytes
+        body = await _read_body(request)  # aiohttp keeps it: read_request reads the same bytes
         now = datetime.fromtimestamp(runtime.clock.now_ms() / 1000, UTC)
         caller = authenticate(request, body, request.app[DIRECTORY], now)
         wire = await read_request(request, protocol, request_id)
@@ -404,7 +468,40 @@ async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes)
         error = ServiceUnavailable(
             "The service is unavailable (Kafka did not answer). Retry later."
         )
+    except _ClientGone:
+        # Nobody will read an answer; not the gateway's fault, so no traceback either.
+        log.info("client disconnected mid-request", extra={"request_id": request_id})
+        error = _CLIENT_GONE
     except Exception:
         log.exception("request failed", extra={"request_id": request_id})
         error = InternalError("We encountered an internal error. Please try again.")
-    return _Answer(render_error(protocol, error, request_id), action_name, error.code)
+    response = render_error(protocol, error, request_id, request.headers.get("Accept", ""))
+    if isinstance(error, RequestTooLarge):
+        response.force_close()  # the rest of the body is not worth reading
+    return _Answer(response, action_name, error.code)
+
+
+class _ClientGone(Exception):
+    """The client closed its connection before its request body arrived."""
+
+
+class _ClientClosedRequest(SqsError):
+    code = "ClientClosedRequest"  # an outcome label for /metrics; never reaches a client
+    http_status = 400
+    sender_fault = True
+
+
+_CLIENT_GONE = _ClientClosedRequest("The client closed the connection.")
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """The whole request body, or the SQS error for a body that is too large."""
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise RequestTooLarge(
+            f"The request body is larger than the {limits.MAX_REQUEST_BYTES} bytes this "
+            "server accepts."
+        ) from None
+    except (ConnectionResetError, ClientPayloadError) as exc:
+        raise _ClientGone() from exc

@@ -24,6 +24,11 @@ class Settings:
     )
     replication_factor: int = field(default_factory=lambda: _env_int("KQS_REPLICATION_FACTOR", 1))
     partitions: int = field(default_factory=lambda: _env_int("KQS_PARTITIONS", 1))
+    # fsync each append to the topics holding a durable record (queue topics, the catalog)
+    # before it is acknowledged. On a replicated cluster, replicas may be protection enough.
+    topic_fsync: bool = field(
+        default_factory=lambda: os.environ.get("KQS_TOPIC_FSYNC", "1") not in ("0", "false")
+    )
     account_id: str = field(
         default_factory=lambda: os.environ.get("KQS_ACCOUNT_ID", "000000000000")
     )

@@ -87,6 +87,25 @@ class MissingAction(_SenderError):
     json_type = "MissingAction"
 
 
+class UnknownOperation(_SenderError):
+    """A Query request to a queue URL that names no action (AWS answers 404 and no message)."""
+
+    code = "UnknownOperationException"
+    json_type = "UnknownOperationException"
+    http_status = 404
+
+    def __init__(self) -> None:
+        super().__init__("")
+
+
+class RequestTooLarge(_SenderError):
+    """A request body beyond what the gateway reads (`gateway.limits.MAX_REQUEST_BYTES`)."""
+
+    code = "RequestEntityTooLarge"
+    json_type = "RequestEntityTooLarge"
+    http_status = 413
+
+
 class UnsupportedOperation(_SenderError):
     code = "AWS.SimpleQueueService.UnsupportedOperation"
     json_type = "UnsupportedOperation"

@@ -51,12 +51,15 @@ async def open_lease_store(
     on_commit: CommitListener | None = None,
 ) -> LeaseStore:
     store = _open_healthy(path, on_commit)
-    if store is not None:
-        return store
-    targets = rebuild_targets(records)
-    loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, _rebuild_into, path, bootstrap, targets, clock.now_ms())
-    return LeaseStore(RocksKeyValueStore(path), on_commit)
+    if store is None:
+        targets = rebuild_targets(records)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, _rebuild_into, path, bootstrap, targets, clock.now_ms())
+        store = LeaseStore(RocksKeyValueStore(path), on_commit)
+    moved = store.upgrade_format()
+    if moved:
+        log.info("lease store upgraded to the ready index", extra={"entries_moved": moved})
+    return store
 
 
 def _open_healthy(path: Path, on_commit: CommitListener | None) -> LeaseStore | None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 MAX_MESSAGE_BYTES = 1_048_576
+# The largest request body the gateway reads: a 1 MiB message or batch whose form encoding is
+# up to three times larger, with room to spare. A larger body is RequestEntityTooLarge (413).
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
 MIN_MESSAGE_BYTES_SETTING = 1_024
 MAX_DELAY_S = 900
 MAX_VISIBILITY_TIMEOUT_S = 43_200

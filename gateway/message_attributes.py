@@ -10,10 +10,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from gateway import limits
-from gateway.errors import InvalidMessageContents, InvalidParameterValue
+from gateway.errors import InvalidMessageContents, InvalidParameterValue, MissingParameter
 from lease_store.records import AttributeValue
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
+# SQS also accepts Latin letters with diacritics (U+00C0-U+017F), e.g. "attr.1øßä".
+_NAME = re.compile("^[A-Za-z0-9_.\u00c0-\u017f-]+$")
 _DATA_TYPE = re.compile(r"^(String|Number|Binary)(\..+)?$")
 _INVALID_BODY_CHAR = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _RESERVED_PREFIXES = ("aws.", "amazon.")
@@ -31,7 +32,7 @@ SYSTEM_ATTRIBUTE_NAMES = (
 
 def validate_body(body: str) -> None:
     if body == "":
-        raise InvalidParameterValue("The request must contain the parameter MessageBody.")
+        raise MissingParameter.named("MessageBody")
     if _INVALID_BODY_CHAR.search(body):
         raise InvalidMessageContents(
             "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
@@ -40,18 +41,29 @@ def validate_body(body: str) -> None:
 
 
 def _check_name(name: str) -> None:
-    lowered = name.lower()
+    """Message attribute names, with the texts SQS answers (see docs/ARCHITECTURE.md)."""
+    if name == "":
+        raise InvalidParameterValue(
+            "The request must contain non-empty message (user) attribute names."
+        )
+    if len(name) > limits.MAX_ATTRIBUTE_NAME_LENGTH:
+        raise InvalidParameterValue("Message (user) attribute names must be shorter than 256 Bytes")
+    if not _NAME.match(name):
+        # SQS's own text, its odd wording and trailing space included.
+        raise InvalidParameterValue(
+            "Message (user) attributes name can only contain upper and lower score "
+            "characters, digits, periods, hyphens and underscores. "
+        )
     if (
-        not _NAME.match(name)
-        or lowered.startswith(_RESERVED_PREFIXES)
+        name.lower().startswith(_RESERVED_PREFIXES)
         or name.startswith(".")
         or name.endswith(".")
         or ".." in name
     ):
         raise InvalidParameterValue(
-            f"Message (user) attribute name '{name}' is invalid. Names can contain "
-            "alphanumeric characters, hyphens, underscores and periods, must not start or end "
-            "with a period, contain two consecutive periods, or start with AWS. or Amazon."
+            "You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. "
+            "These strings are reserved for internal use. Additionally, they cannot start or "
+            "end with '.'."
         )
 
 
@@ -97,7 +109,8 @@ def parse_attributes(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, Attribut
             encoded = value.get("BinaryValue")
             if not isinstance(encoded, str) or encoded == "":
                 raise InvalidParameterValue(
-                    f"The message attribute '{name}' with type 'Binary' must use field 'Binary'."
+                    f"Message (user) attribute '{name}' must contain a non-empty value of type "
+                    "'Binary'."
                 )
             try:
                 decoded = base64.b64decode(encoded, validate=True)
@@ -110,7 +123,8 @@ def parse_attributes(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, Attribut
             text = value.get("StringValue")
             if not isinstance(text, str) or text == "":
                 raise InvalidParameterValue(
-                    f"The message attribute '{name}' with type '{base_type}' must use field 'String'."
+                    f"Message (user) attribute '{name}' must contain a non-empty value of type "
+                    f"'{base_type}'."
                 )
             if base_type == "Number":
                 _check_number(name, text)
@@ -140,9 +154,10 @@ def select_message_attributes(
     """Apply ReceiveMessage's MessageAttributeNames: `All`, `.*`, `prefix.*` or exact names."""
     if not requested:
         return {}
-    if "All" in requested or ".*" in requested:
+    if "All" in requested or ".*" in requested or "*" in requested:
         return dict(attributes)
-    prefixes = tuple(r[:-1] for r in requested if r.endswith(".*"))
+    # `Hel.*` selects every name starting with `Hel` (`Hello`, `Help.Me`), as SQS does.
+    prefixes = tuple(r[:-2] for r in requested if r.endswith(".*"))
     exact = set(requested)
     return {
         name: value

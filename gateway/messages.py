@@ -1,9 +1,14 @@
 """The message plane: send, receive, delete and visibility changes on lease store + Kafka.
 
-Send produces the record (acks=all) and answers once the ingest path has applied it, so a
-message acknowledged to a client is both durable in Kafka and receivable at once. Receive
-takes leases in the lease store; when nothing is visible it parks on `QueueSignals` until a
-record is ingested, a visibility changes, or the earliest lease or delay of the queue ends.
+Send produces the record (acks=all) and answers once the record is applied to the lease
+store, so a message acknowledged to a client is both durable in Kafka and receivable at once.
+The gateway that produced a record applies it from its delivery report, which names the
+offset; the ingest consumer reads it back too and skips what is applied already. Records
+applied out of turn (a report whose predecessor on the partition is not applied yet: a
+foreign producer's record, another gateway's) wait in `_ahead` until ingest fills the gap,
+so a partition's applied offset only ever moves over a contiguous run. Receive takes leases
+in the lease store; when nothing is visible it parks on `QueueSignals` until a record is
+applied, a visibility changes, or the earliest lease or delay of the queue ends.
 """
 
 from __future__ import annotations
@@ -88,6 +93,14 @@ class MessageService:
         self._ingest_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = (
             defaultdict(list)
         )
+        # Delivered records not applied yet, by offset (see the module header): those of this
+        # event-loop turn, and those past a gap in their partition.
+        self._ahead: dict[PartitionKey, dict[int, StoredMessage]] = defaultdict(dict)
+        # Partitions with delivered records to apply at the end of this turn.
+        self._to_apply: dict[PartitionKey, tuple[QueueRecord, str, int]] = {}
+        # (topic, partition) -> applied offset, read by the ingest thread to skip records
+        # without decoding them. Written only here, on the event loop.
+        self.applied_hint: dict[tuple[str, int], int] = {}
         self._next_partition: dict[str, int] = defaultdict(int)
         # Last PurgeQueue per queue topic (so per incarnation), in memory: a gateway restart
         # or another gateway of the cluster does not know it.
@@ -102,7 +115,55 @@ class MessageService:
             return  # the queue was deleted while the batch was in transit
         pk = partition_keys(record)[partition]
         self._leases.ingest(pk, batch)
+        self._apply_ahead(record, topic, partition, pk)
+
+    def _on_delivered(
+        self, record: QueueRecord, topic: str, partition: int, offset: int, message: StoredMessage
+    ) -> None:
+        """Apply a record this gateway produced, from its delivery report.
+
+        Applied at the end of the event-loop turn, together with the other records delivered
+        in it (the ten of a SendMessageBatch, concurrent sends): one lease-store write for
+        all of them instead of one each.
+        """
+        pk = partition_keys(record)[partition]
+        if offset <= self._leases.applied_offset(pk):
+            return  # ingest was first
+        self._ahead[pk][offset] = message
+        if not self._to_apply:
+            asyncio.get_running_loop().call_soon(self._apply_delivered)
+        self._to_apply[pk] = (record, topic, partition)
+
+    def _apply_delivered(self) -> None:
+        to_apply, self._to_apply = self._to_apply, {}
+        for pk, (record, topic, partition) in to_apply.items():
+            if self._registry.by_topic(topic) is None:
+                self._ahead.pop(pk, None)  # the queue was deleted meanwhile
+                continue
+            self._apply_ahead(record, topic, partition, pk)
+
+    def _apply_ahead(
+        self, record: QueueRecord, topic: str, partition: int, pk: PartitionKey
+    ) -> None:
+        """Apply the delivered records that now continue the partition's applied run, then
+        answer the sends waiting for what is applied."""
         applied = self._leases.applied_offset(pk)
+        ahead = self._ahead.get(pk)
+        if ahead:
+            run: Batch = []
+            for offset in sorted(ahead):
+                if offset <= applied:
+                    del ahead[offset]  # ingest applied it meanwhile
+                elif offset == applied + 1 + len(run):
+                    run.append((offset, ahead.pop(offset)))
+                else:
+                    break
+            if run:
+                self._leases.ingest(pk, run)
+                applied = self._leases.applied_offset(pk)
+            if not ahead:
+                del self._ahead[pk]
+        self.applied_hint[(topic, partition)] = applied
         waiters = self._ingest_waiters.get((topic, partition))
         if waiters:
             still = []
@@ -139,7 +200,14 @@ class MessageService:
             headers=to_headers(message),
             timestamp_ms=message.sent_ms,
         )
-        pk = partition_keys(record)[delivered.partition]
+        current = self._registry.by_topic(delivered.topic)
+        if current is None:
+            return  # the queue was deleted while the record was in transit
+        if delivered.timestamp_ms > 0:
+            # What ingest would read back: the broker's timestamp (CreateTime: ours).
+            message = replace(message, sent_ms=delivered.timestamp_ms)
+        self._on_delivered(current, delivered.topic, delivered.partition, delivered.offset, message)
+        pk = partition_keys(current)[delivered.partition]
         await self._until_ingested(delivered.topic, delivered.partition, delivered.offset, pk)
 
     # -- receive ---------------------------------------------------------------------------
@@ -226,8 +294,15 @@ class MessageService:
         """Move messages past maxReceiveCount to the DLQ, keeping id, body and attributes."""
         source_arn = self.queue_arn_of(source)
         for delivery in moves:
-            # Everything is kept but the delay, which was spent in the source queue.
-            moved = replace(delivery.message, delay_s=0, dead_letter_source_arn=source_arn)
+            # Everything is kept but the delay, which was spent in the source queue; the
+            # receive count carries over, as in SQS (the DLQ's first receive counts on).
+            moved = replace(
+                delivery.message,
+                delay_s=0,
+                dead_letter_source_arn=source_arn,
+                receive_count=delivery.fact.receive_count,
+                first_receive_ms=delivery.fact.first_receive_ms,
+            )
             await self.send(dlq, moved)
             self._leases.remove(pk, delivery.offset, self._clock.now_ms())
             self._events.moved_to_dlq(source, dlq, delivery)
@@ -266,22 +341,20 @@ class MessageService:
     async def delete(self, record: QueueRecord, receipt_handle: str) -> None:
         """Delete the message; deleting an already deleted message succeeds, as in SQS.
 
-        Answers once the removal is in the lease changelog too (acknowledged by Kafka), so
-        it survives even the loss of this gateway's disk.
+        Answers once the removal is on disk (the lease store's WAL, synced once for all the
+        writes of this event-loop turn); the changelog record follows without waiting.
         """
         pk, handle = self._locate(record, receipt_handle)
         message = self._leases.message(pk, handle.offset)
-        with self._changes() as changes:
-            removed = self._leases.remove(pk, handle.offset, self._clock.now_ms(), sync=False)
-            if not removed and self._changelog is not None:
-                # Gone here already; an earlier try may have failed to reach the changelog.
-                self._changelog.tombstone(pk, handle.offset)
+        removed = self._leases.remove(pk, handle.offset, self._clock.now_ms(), sync=False)
+        if not removed and self._changelog is not None:
+            # Gone here already; an earlier try may have failed to reach the changelog.
+            self._changelog.tombstone(pk, handle.offset)
         try:
             await self.group_sync.durable()
-            await changes.confirmed()
         finally:
-            # Removed here even if the changelog failed (and a retry will find it gone):
-            # the message is no longer in the queue, so it counts as deleted once, now.
+            # Removed here even if the sync failed (and a retry will find it gone): the
+            # message is no longer in the queue, so it counts as deleted once, now.
             if removed and message is not None:
                 self._events.deleted(record, message.message_id)
 
@@ -289,17 +362,15 @@ class MessageService:
         self, record: QueueRecord, receipt_handle: str, visibility_s: int
     ) -> None:
         pk, handle = self._locate(record, receipt_handle)
-        with self._changes() as changes:
-            self._leases.change_visibility(
-                pk,
-                handle.offset,
-                handle.epoch,
-                self._clock.now_ms(),
-                visibility_s * 1000,
-                sync=False,
-            )
+        self._leases.change_visibility(
+            pk,
+            handle.offset,
+            handle.epoch,
+            self._clock.now_ms(),
+            visibility_s * 1000,
+            sync=False,
+        )
         await self.group_sync.durable()
-        await changes.confirmed()
         # The earliest moment something becomes visible may have moved: let waiters re-plan.
         self._signals.notify(record.key)
 

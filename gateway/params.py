@@ -52,12 +52,13 @@ class Params:
                 raise _invalid(name, value) from None
         raise _invalid(name, value)
 
-    def int_in_range(self, name: str, low: int, high: int) -> int | None:
+    def int_in_range(self, name: str, low: int, high: int, reason: str | None = None) -> int | None:
+        """An optional integer within [low, high]; `reason` replaces the default wording."""
         value = self.optional_int(name)
         if value is not None and not low <= value <= high:
             raise InvalidParameterValue(
                 f"Value {value} for parameter {name} is invalid. "
-                f"Reason: Must be between {low} and {high}, if provided."
+                f"Reason: {reason or f'Must be between {low} and {high}, if provided.'}"
             )
         return value
 

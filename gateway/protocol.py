@@ -3,6 +3,11 @@
 JSON 1.0: `POST` with `Content-Type: application/x-amz-json-1.0` and
 `X-Amz-Target: AmazonSQS.<Action>`. Query: `Action=` in the query string or a form body.
 Either may be sent to `/` or to a queue URL path, in which case the path names the queue.
+
+A queue URL is an endpoint for that queue's actions only, as in SQS: a Query request there
+without an `Action` is 404 `UnknownOperationException`, and the account-wide actions
+(`CreateQueue`, `ListQueues`) are `InvalidAction`. A Query client that sends
+`Accept: application/json` gets its errors as JSON (`{"Error": {...}, "RequestId": ...}`).
 """
 
 from __future__ import annotations
@@ -17,10 +22,19 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from gateway import query
-from gateway.errors import InvalidAction, MissingAction, MissingParameter, SqsError
+from gateway.errors import (
+    InvalidAction,
+    InvalidParameterValue,
+    MissingAction,
+    MissingParameter,
+    SqsError,
+    UnknownOperation,
+)
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 _TARGET_PREFIX = "AmazonSQS."
+# Account-wide actions, which a queue URL is not an endpoint for (Query protocol).
+_NOT_ON_QUEUE_PATH = frozenset({"CreateQueue", "ListQueues"})
 
 
 class Protocol(Enum):
@@ -56,7 +70,7 @@ async def read_request(request: web.Request, protocol: Protocol, request_id: str
         raw = await request.read()
         try:
             params = json.loads(raw) if raw.strip() else _presigned_json_params(request)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             raise MissingParameter("The request body is not valid JSON.") from None
         if not isinstance(params, dict):
             raise MissingParameter("The request body must be a JSON object.")
@@ -68,11 +82,19 @@ async def read_request(request: web.Request, protocol: Protocol, request_id: str
             if not k.startswith("X-Amz-")
         }
         if request.method == "POST":
-            body = (await request.read()).decode("utf-8", errors="strict")
+            try:
+                body = (await request.read()).decode("utf-8", errors="strict")
+            except UnicodeDecodeError:
+                raise InvalidParameterValue("The request body is not valid UTF-8.") from None
             flat.update(parse_qsl(body, keep_blank_values=True))
         action = flat.pop("Action", "")
+        on_queue_path = _is_queue_path(request.path)
         if not action:
+            if on_queue_path:
+                raise UnknownOperation()
             raise MissingAction("The request must contain the parameter Action.")
+        if on_queue_path and action in _NOT_ON_QUEUE_PATH:
+            raise unknown_action(action)
         params = query.to_json_shape(flat)
     if "QueueUrl" not in params and _is_queue_path(request.path):
         params["QueueUrl"] = request.path
@@ -102,10 +124,31 @@ def render_result(wire: WireRequest, result: dict[str, Any]) -> web.Response:
     )
 
 
-def render_error(protocol: Protocol, error: SqsError, request_id: str) -> web.Response:
+def render_error(
+    protocol: Protocol, error: SqsError, request_id: str, accept: str = ""
+) -> web.Response:
+    """The error in the request's protocol; `accept` is the request's Accept header."""
     headers = {"x-amzn-RequestId": request_id}
+    fault = "Sender" if error.sender_fault else "Receiver"
+    if isinstance(error, UnknownOperation) and protocol is Protocol.QUERY:
+        # SQS answers exactly this: no ErrorResponse document, no message.
+        return web.Response(
+            status=error.http_status,
+            text="<UnknownOperationException/>",
+            content_type="text/xml",
+            headers=headers,
+        )
+    if protocol is Protocol.QUERY and "application/json" in accept:
+        body = {
+            "Error": {
+                "Type": fault,
+                "Code": error.code,
+                "Message": error.message_for(query=True),
+            },
+            "RequestId": request_id,
+        }
+        return web.json_response(body, status=error.http_status, headers=headers)
     if protocol is Protocol.JSON:
-        fault = "Sender" if error.sender_fault else "Receiver"
         headers["x-amzn-query-error"] = f"{error.code};{fault}"
         body = {"__type": f"com.amazonaws.sqs#{error.json_type}", "message": error.message}
         return web.Response(

@@ -99,6 +99,14 @@ ALL_NAMES = (*SETTABLE, *READ_ONLY)
 def validate_settable(attributes: dict[str, str]) -> dict[str, str]:
     """Check names and value formats; returns the attributes normalised (booleans lower-case)."""
     out: dict[str, str] = {}
+    if (
+        attributes.get("KmsMasterKeyId")
+        and attributes.get("SqsManagedSseEnabled", "").lower() == "true"
+    ):
+        raise InvalidAttributeName(
+            "You can use one type of server-side encryption (SSE) at one time. You can either "
+            "enable KMS SSE or SQS SSE."
+        )
     for name, value in attributes.items():
         if name == "FifoQueue" and value.lower() == "true":
             raise UnsupportedOperation(FIFO_UNSUPPORTED)

@@ -194,11 +194,12 @@ class QueueRegistry:
         existing = self._by_key.get(f"{account_id}/{name}")
         if existing is not None and not existing.deleted:
             effective = {**DEFAULTS, **existing.attributes}
-            if any(effective.get(k) != v for k, v in attributes.items()):
-                raise QueueNameExists(
-                    f"A queue already exists with the same name and a different value for "
-                    f"attribute(s) {', '.join(k for k, v in attributes.items() if effective.get(k) != v)}"
-                )
+            for name_, value in attributes.items():
+                if effective.get(name_, "") != value:
+                    raise QueueNameExists(
+                        "A queue already exists with the same name and a different value for "
+                        f"attribute {name_}"
+                    )
             return existing, False
         if existing is not None and existing.deleted_ms is not None:
             if now_ms - existing.deleted_ms < limits.QUEUE_RECREATE_COOLDOWN_S * 1000:
@@ -219,11 +220,13 @@ class QueueRegistry:
         await self._admin.create_topic(
             record.topic,
             record.partitions,
-            {
-                "cleanup.policy": "delete",
-                "retention.ms": topic_retention_ms(record),
-                "max.message.bytes": str(MAX_RECORD_BYTES),
-            },
+            self._admin.durable(
+                {
+                    "cleanup.policy": "delete",
+                    "retention.ms": topic_retention_ms(record),
+                    "max.message.bytes": str(MAX_RECORD_BYTES),
+                }
+            ),
         )
         await self._catalog.put(record)
         self._remember(record)

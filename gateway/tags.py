@@ -6,7 +6,9 @@ from gateway import limits
 from gateway.errors import InvalidParameterValue
 
 
-def validate_tags(tags: dict[str, str], existing: dict[str, str] | None = None) -> None:
+def validate_tags(
+    tags: dict[str, str], existing: dict[str, str] | None = None, queue_name: str = ""
+) -> None:
     for key, value in tags.items():
         if not 1 <= len(key) <= limits.MAX_TAG_KEY_LENGTH:
             raise InvalidParameterValue(
@@ -17,4 +19,4 @@ def validate_tags(tags: dict[str, str], existing: dict[str, str] | None = None) 
                 f"Tag value must be at most {limits.MAX_TAG_VALUE_LENGTH} characters long."
             )
     if len({**(existing or {}), **tags}) > limits.MAX_TAGS:
-        raise InvalidParameterValue(f"Too many tags added for queue (limit {limits.MAX_TAGS}).")
+        raise InvalidParameterValue(f"Too many tags added for queue {queue_name}.")

@@ -8,7 +8,7 @@ What the changelog (`__kqs_leases`, compacted) holds per queue partition:
 * a state record with the purge watermark, once the partition was purged.
 
 A message that was only ingested has no changelog record: its fact follows from its queue
-record (`state.new_fact(sent_ms, delay)`), so ingest costs no changelog write. Rebuilding a
+record (`state.ingested_fact`), so ingest costs no changelog write. Rebuilding a
 partition therefore replays its queue topic from the log start, and for each record decides:
 
     offset below the purge watermark     -> gone
@@ -40,9 +40,9 @@ from lease_store.store import (
     PartitionState,
     _expiry_key,
     _fact_key,
-    _index_key,
     _message_key,
     _state_key,
+    _visibility_entry,
 )
 
 _I32 = struct.Struct(">i")
@@ -160,7 +160,7 @@ class LeaseRebuild:
                 fact = LeaseFact.decode(raw) if raw is not None else None
             from_changelog = fact is not None
             if fact is None:
-                fact = state.new_fact(message.sent_ms, message.delay_s * 1000)
+                fact = state.ingested_fact(message)
             if offset < part.purged_before_offset or state.is_expired(
                 fact, now_ms, part.plan.retention_ms
             ):
@@ -168,9 +168,7 @@ class LeaseRebuild:
                     self._batch.delete(_fact_key(pk, offset))
                 continue
             self._batch.put(_fact_key(pk, offset), fact.encode())
-            self._batch.put(
-                _index_key(pk, fact.visible_at_ms, offset), _I32.pack(fact.receive_count)
-            )
+            self._batch.put(*_visibility_entry(pk, now_ms, fact, offset))
             self._batch.put(_message_key(pk, offset), message.encode())
             self._batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
             part.state.count(state.state_at(fact, now_ms), +1)

@@ -78,6 +78,10 @@ class StoredMessage:
     aws_trace_header: str | None = None
     message_group_id: str | None = None
     dead_letter_source_arn: str | None = None
+    # Carried over by a dead-letter move, as SQS does: the DLQ's first receive counts on
+    # from the source queue's receives. 0 for every other message.
+    receive_count: int = 0
+    first_receive_ms: int = 0
 
     def encode(self) -> bytes:
         meta = {
@@ -90,6 +94,9 @@ class StoredMessage:
             "group": self.message_group_id,
             "dlq_src": self.dead_letter_source_arn,
         }
+        if self.receive_count:
+            meta["rc"] = self.receive_count
+            meta["frt"] = self.first_receive_ms
         meta_raw = json.dumps(meta, separators=(",", ":")).encode()
         return struct.pack(">I", len(meta_raw)) + meta_raw + self.body
 
@@ -107,4 +114,6 @@ class StoredMessage:
             aws_trace_header=meta["trace"],
             message_group_id=meta["group"],
             dead_letter_source_arn=meta["dlq_src"],
+            receive_count=meta.get("rc", 0),
+            first_receive_ms=meta.get("frt", 0),
         )

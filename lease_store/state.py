@@ -12,14 +12,17 @@ visible, how often it was received, and when. Its SQS-facing state is derived, n
 Events and the states they are legal in:
 
 * Received          VISIBLE   -> IN_FLIGHT   (receive_count + 1, a new receipt epoch)
-* VisibilityChanged IN_FLIGHT -> IN_FLIGHT or VISIBLE (timeout 0); only with the latest
-                    receipt epoch, and never past 12 h after that receive
+* VisibilityChanged IN_FLIGHT or VISIBLE -> IN_FLIGHT or VISIBLE (timeout 0), for a message
+                    received at least once, with the handle of any of its receives (as AWS
+                    answers: an expired lease, or a handle superseded by a later receive,
+                    still changes the visibility), never past 12 h after the latest receive
 * Deleted           any       -> gone        (any epoch of a valid handle may delete)
 * Expired           any       -> gone        (older than the queue's retention period)
 * DeadLettered      VISIBLE   -> gone        (a receive would exceed maxReceiveCount)
 
 The receipt epoch is the receive count at the time of the receive: every receive produces a
-new one, so an older handle is recognisably superseded.
+new one, so an older handle is recognisably superseded (it may still delete the message and
+change its visibility, as in SQS; it is authentic, which is what the epoch cannot forge).
 
 Nothing here does I/O or reads a clock; `now_ms` is always passed in.
 """
@@ -29,7 +32,7 @@ from __future__ import annotations
 from enum import Enum
 
 from lease_store.errors import MessageNotAvailable, MessageNotInflight, VisibilityTooLong
-from lease_store.records import LeaseFact
+from lease_store.records import LeaseFact, StoredMessage
 
 MAX_LEASE_SPAN_MS = 12 * 60 * 60 * 1000
 
@@ -47,9 +50,23 @@ def state_at(fact: LeaseFact, at_ms: int) -> MessageState:
     return MessageState.IN_FLIGHT if fact.receive_count > 0 else MessageState.DELAYED
 
 
-def new_fact(sent_ms: int, delay_ms: int) -> LeaseFact:
-    """The lease of a freshly ingested message."""
-    return LeaseFact(sent_ms=sent_ms, visible_at_ms=sent_ms + delay_ms)
+def new_fact(
+    sent_ms: int, delay_ms: int, receive_count: int = 0, first_receive_ms: int = 0
+) -> LeaseFact:
+    """The lease of a freshly ingested message (the counts: carried by a dead-letter move)."""
+    return LeaseFact(
+        sent_ms=sent_ms,
+        visible_at_ms=sent_ms + delay_ms,
+        receive_count=receive_count,
+        first_receive_ms=first_receive_ms,
+    )
+
+
+def ingested_fact(message: StoredMessage) -> LeaseFact:
+    """The lease of a message read from its queue topic: all of it follows from the record."""
+    return new_fact(
+        message.sent_ms, message.delay_s * 1000, message.receive_count, message.first_receive_ms
+    )
 
 
 def receive(fact: LeaseFact, now_ms: int, visibility_ms: int) -> LeaseFact:
@@ -67,11 +84,16 @@ def receive(fact: LeaseFact, now_ms: int, visibility_ms: int) -> LeaseFact:
 def change_visibility(
     fact: LeaseFact, receipt_epoch: int, now_ms: int, visibility_ms: int
 ) -> LeaseFact:
-    """Restart the lease so that the message becomes visible `visibility_ms` from now."""
-    if receipt_epoch != fact.receive_count:
-        raise MessageNotAvailable("receipt handle was superseded by a later receive")
-    if state_at(fact, now_ms) is not MessageState.IN_FLIGHT:
-        raise MessageNotInflight("message is not in flight")
+    """Restart the lease so that the message becomes visible `visibility_ms` from now.
+
+    Any receive's handle will do, and the current lease may have ended: AWS accepts both
+    (a message whose visibility timeout passed, nobody having received it since, is hidden
+    again; a first receive's handle still works after a second receive).
+    """
+    if receipt_epoch > fact.receive_count:
+        raise MessageNotAvailable("receipt handle of a receive this message never had")
+    if fact.receive_count == 0:
+        raise MessageNotInflight("message was never received")
     if now_ms + visibility_ms - fact.last_receive_ms > MAX_LEASE_SPAN_MS:
         raise VisibilityTooLong("total visibility timeout would exceed 12 hours")
     return fact.with_changes(visible_at_ms=now_ms + visibility_ms)

@@ -3,18 +3,24 @@
 Key layout (all integers big-endian, so byte order is numeric order):
 
     F <partition key> <offset:8>                 -> LeaseFact
-    V <partition key> <visible_at_ms:8> <offset:8> -> receive_count:4  (the visibility index)
+    V <partition key> <visible_at_ms:8> <offset:8> -> receive_count:4  (the waiting index)
+    R <partition key> <offset:8>                 -> empty  (the ready index)
     M <partition key> <offset:8>                 -> StoredMessage
     X <partition key> <sent_ms:8> <offset:8>     -> empty  (the expiry index)
     S <partition key>                            -> PartitionState
+    !format                                      -> the key layout's version (2)
 
 where <partition key> is the queue incarnation id (16 bytes) and the Kafka partition (4).
 
-The visibility index makes "next visible messages" a range scan from the start of the
-partition up to now, and "leases and delays that end next" the first entry after now. The
-Approximate* counters are exact: each write adjusts them in the same batch, and a sweep moves
-entries whose `visible_at_ms` passed since the last sweep (`swept_until_ms`) into the visible
-count. Only the newly due entries are read, so no operation scans the backlog. The expiry
+Every live message has exactly one visibility entry: in the ready index (`R`, by offset)
+when its `visible_at_ms` is at or before the partition's `swept_until_ms`, else in the
+waiting index (`V`, by `visible_at_ms`). A sweep moves the entries whose time passed since
+the last sweep from `V` to `R`, and counts them as visible; only the newly due entries are
+read, so no operation scans the backlog. "The next visible messages" is then a scan of `R`
+from its start: oldest first in log order, so a message whose lease expired is served
+before a newer one sent meanwhile (as SQS does in practice, and as FIFO needs). "The lease
+or delay that ends next" is the first `V` entry after now. The Approximate* counters are
+exact: each write adjusts them in the same batch. The expiry
 index orders messages by SentTimestamp, so `expire` reads only the messages past the queue's
 retention period (a dead-lettered message keeps its original SentTimestamp, so offsets alone
 would not give that order).
@@ -143,7 +149,32 @@ def _message_key(pk: PartitionKey, offset: int) -> bytes:
 
 
 def _index_key(pk: PartitionKey, visible_at_ms: int, offset: int) -> bytes:
+    """The waiting index: entries ordered by the time they become visible."""
     return b"V" + pk.prefix + _I64.pack(max(visible_at_ms, 0)) + _I64.pack(offset)
+
+
+def _ready_key(pk: PartitionKey, offset: int) -> bytes:
+    """The ready index: entries visible since the last sweep, in log order."""
+    return b"R" + pk.prefix + _I64.pack(offset)
+
+
+def _visibility_key(
+    pk: PartitionKey, swept_until_ms: int, visible_at_ms: int, offset: int
+) -> bytes:
+    """Where a message's visibility entry lives, given its partition's sweep point."""
+    if visible_at_ms <= swept_until_ms:
+        return _ready_key(pk, offset)
+    return _index_key(pk, visible_at_ms, offset)
+
+
+def _visibility_entry(
+    pk: PartitionKey, swept_until_ms: int, fact: LeaseFact, offset: int
+) -> tuple[bytes, bytes]:
+    """A message's visibility entry: a waiting entry carries the receive count, which tells
+    the sweep whether the message leaves the in-flight or the delayed count."""
+    if fact.visible_at_ms <= swept_until_ms:
+        return _ready_key(pk, offset), b""
+    return _index_key(pk, fact.visible_at_ms, offset), _I32.pack(fact.receive_count)
 
 
 def _expiry_key(pk: PartitionKey, sent_ms: int, offset: int) -> bytes:
@@ -170,6 +201,10 @@ def _fact_changes(pk: PartitionKey, batch: WriteBatch) -> dict[int, LeaseFact | 
 # watermark, in the state, covers them). The lease changelog (`topology/changelog.py`) listens.
 CommitListener = Callable[[PartitionKey, dict[int, LeaseFact | None], PartitionState], None]
 
+FORMAT_KEY = b"!format"
+# 1: one visibility index (`V`) for every message; 2: due entries moved to `R` by the sweep.
+FORMAT_VERSION = 2
+
 
 class LeaseStore:
     """Lease facts of many queue partitions. Not thread-safe: one writer (the event loop)."""
@@ -182,8 +217,36 @@ class LeaseStore:
         # Lower bound of the earliest SentTimestamp in the expiry index (see header).
         self._oldest_sent_ms: dict[PartitionKey, int] = {}
         # Where the live keys of each index begin, so scans skip tombstones (floors.py).
-        self._floors = ScanFloors(kv, (b"F", b"V", b"X"))
+        self._floors = ScanFloors(kv, (b"F", b"V", b"R", b"X"))
         self._on_commit = on_commit
+
+    def upgrade_format(self) -> int:
+        """Bring a store written by an older layout to `FORMAT_VERSION`; call once at open.
+
+        Version 1 kept the entries of visible messages in `V` too; they move to `R`. Returns
+        how many entries moved. A fresh store is just stamped.
+        """
+        raw = self._kv.get(FORMAT_KEY)
+        if raw is not None and int(raw) >= FORMAT_VERSION:
+            return 0
+        moved = 0
+        for key, raw_state in self._kv.scan(b"S", b"T"):
+            pk = PartitionKey(key[1:17], _U32.unpack_from(key, 17)[0])
+            swept = PartitionState.decode(raw_state).swept_until_ms
+            start = b"V" + pk.prefix
+            end = b"V" + pk.prefix + _I64.pack(swept + 1)
+            while rows := self._kv.scan(start, end, limit=1000):
+                batch = WriteBatch()
+                for index_key, _ in rows:
+                    (offset,) = _I64.unpack_from(index_key, 1 + len(pk.prefix) + 8)
+                    batch.delete(index_key)
+                    batch.put(_ready_key(pk, offset), b"")
+                self._kv.write(batch)
+                moved += len(rows)
+        batch = WriteBatch()
+        batch.put(FORMAT_KEY, str(FORMAT_VERSION).encode())
+        self._kv.write(batch, sync=True)
+        return moved
 
     def close(self) -> None:
         self._kv.close()
@@ -215,7 +278,13 @@ class LeaseStore:
         return int(visible_at_ms)
 
     def has_visible(self, pk: PartitionKey, now_ms: int) -> bool:
-        return bool(self._visible_index(pk, now_ms, limit=1))
+        if self._ready_index(pk, limit=1):
+            return True
+        # Entries that fell due since the last sweep are still in the waiting index.
+        st = self._state(pk)
+        start = b"V" + pk.prefix + _I64.pack(st.swept_until_ms + 1)
+        end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
+        return bool(self._floors.scan(b"V" + pk.prefix, start, end, limit=1))
 
     def backlog_start(self, pk: PartitionKey) -> int:
         """The lowest offset not yet deleted (applied offset + 1 when nothing is live).
@@ -263,7 +332,7 @@ class LeaseStore:
             st.applied_offset = offset
             if offset < st.purged_before_offset:
                 continue
-            fact = state.new_fact(message.sent_ms, message.delay_s * 1000)
+            fact = state.ingested_fact(message)
             self._put_fact(pk, st, offset, fact, batch)
             batch.put(_message_key(pk, offset), message.encode())
             batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
@@ -287,17 +356,17 @@ class LeaseStore:
         max_receive_count: int | None = None,
         dead_letter_hold_ms: int = 30_000,
     ) -> ReceiveOutcome:
-        """Lease up to `max_messages` visible messages, oldest-visible first."""
+        """Lease up to `max_messages` visible messages, oldest (in log order) first."""
         st = self._state(pk)
+        self._sweep_now(pk, st, now_ms)
         batch = WriteBatch()
-        self._sweep(pk, st, now_ms, batch)
         outcome = ReceiveOutcome()
         # With a visibility timeout of 0 a leased message stays in the visible range, so
         # offsets already taken by this call are skipped rather than taken twice.
         seen: set[int] = set()
         while len(outcome.delivered) + len(outcome.dead_letter) < max_messages:
             wanted = max_messages - len(outcome.delivered) - len(outcome.dead_letter)
-            scanned = self._visible_index(pk, now_ms, limit=wanted + len(seen))
+            scanned = self._ready_index(pk, limit=wanted + len(seen))
             candidates = [offset for offset in scanned if offset not in seen][:wanted]
             if not candidates:
                 break
@@ -361,12 +430,12 @@ class LeaseStore:
         if hold_ms <= 0:
             raise ValueError("a hold must last longer than 0 ms")
         st = self._state(pk)
+        self._sweep_now(pk, st, now_ms)
         batch = WriteBatch()
-        self._sweep(pk, st, now_ms, batch)
         held: list[Delivery] = []
         while len(held) < max_messages:
             # Held entries leave the visible range, so each scan sees only untaken ones.
-            offsets = self._visible_index(pk, now_ms, limit=max_messages - len(held))
+            offsets = self._ready_index(pk, limit=max_messages - len(held))
             if not offsets:
                 break
             for offset in offsets:
@@ -495,7 +564,7 @@ class LeaseStore:
         can be removed too.
         """
         dropped: list[int] = []
-        for tag in (b"F", b"V", b"M", b"X"):
+        for tag in (b"F", b"V", b"R", b"M", b"X"):
             start = tag + pk.prefix
             end = tag + pk.prefix + b"\xff" * 16
             while rows := self._kv.scan(start, end, limit=1000):
@@ -544,8 +613,15 @@ class LeaseStore:
     def _needs_sweep(st: PartitionState, now_ms: int) -> bool:
         return now_ms > st.swept_until_ms
 
+    def _sweep_now(self, pk: PartitionKey, st: PartitionState, now_ms: int) -> None:
+        """Sweep and commit at once, so that the ready index read next is complete."""
+        batch = WriteBatch()
+        self._sweep(pk, st, now_ms, batch)
+        self._commit(pk, st, batch)
+
     def _sweep(self, pk: PartitionKey, st: PartitionState, now_ms: int, batch: WriteBatch) -> None:
-        """Count entries whose `visible_at_ms` passed since the last sweep as visible."""
+        """Move entries whose `visible_at_ms` passed since the last sweep to the ready index
+        and count them as visible."""
         if not self._needs_sweep(st, now_ms):
             return
         next_due = self._next_due_ms.get(pk)
@@ -555,10 +631,13 @@ class LeaseStore:
             return
         start = b"V" + pk.prefix + _I64.pack(st.swept_until_ms + 1)
         end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
-        for _, raw in self._floors.scan(b"V" + pk.prefix, start, end):
+        offset_at = 1 + len(pk.prefix) + 8
+        for key, raw in self._floors.scan(b"V" + pk.prefix, start, end):
             (receive_count,) = _I32.unpack(raw)
             st.count(MessageState.IN_FLIGHT if receive_count else MessageState.DELAYED, -1)
             st.visible += 1
+            batch.delete(key)
+            batch.put(_ready_key(pk, _I64.unpack_from(key, offset_at)[0]), b"")
         st.swept_until_ms = now_ms
         batch.put(_state_key(pk), st.encode())
         if st is self._states.get(pk):  # not for the throw-away copies of partition_state
@@ -573,12 +652,11 @@ class LeaseStore:
                         bound = at_ms
             self._next_due_ms[pk] = bound
 
-    def _visible_index(self, pk: PartitionKey, now_ms: int, limit: int) -> list[int]:
-        start = b"V" + pk.prefix
-        end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
-        offset_at = 1 + len(pk.prefix) + 8
-        rows = self._floors.scan(start, start, end, limit)
-        return [_I64.unpack_from(k, offset_at)[0] for k, _ in rows]
+    def _ready_index(self, pk: PartitionKey, limit: int) -> list[int]:
+        """The first `limit` offsets of the ready index (complete only right after a sweep)."""
+        start = b"R" + pk.prefix
+        rows = self._floors.scan(start, start, start + b"\xff" * 8, limit)
+        return [_I64.unpack_from(k, len(start))[0] for k, _ in rows]
 
     def _require_fact(self, pk: PartitionKey, offset: int) -> LeaseFact:
         fact = self.fact(pk, offset)
@@ -596,7 +674,7 @@ class LeaseStore:
         self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: WriteBatch
     ) -> None:
         batch.put(_fact_key(pk, offset), fact.encode())
-        batch.put(_index_key(pk, fact.visible_at_ms, offset), _I32.pack(fact.receive_count))
+        batch.put(*_visibility_entry(pk, st.swept_until_ms, fact, offset))
         st.count(state.state_at(fact, st.swept_until_ms), +1)
         next_due = self._next_due_ms.get(pk)
         # An entry at or before swept_until_ms is counted visible already: no sweep reads it.
@@ -612,7 +690,7 @@ class LeaseStore:
         new: LeaseFact,
         batch: WriteBatch,
     ) -> None:
-        batch.delete(_index_key(pk, old.visible_at_ms, offset))
+        batch.delete(_visibility_key(pk, st.swept_until_ms, old.visible_at_ms, offset))
         st.count(state.state_at(old, st.swept_until_ms), -1)
         self._put_fact(pk, st, offset, new, batch)
 
@@ -621,6 +699,6 @@ class LeaseStore:
     ) -> None:
         batch.delete(_fact_key(pk, offset))
         batch.delete(_message_key(pk, offset))
-        batch.delete(_index_key(pk, fact.visible_at_ms, offset))
+        batch.delete(_visibility_key(pk, st.swept_until_ms, fact.visible_at_ms, offset))
         batch.delete(_expiry_key(pk, fact.sent_ms, offset))
         st.count(state.state_at(fact, st.swept_until_ms), -1)

@@ -343,7 +343,10 @@ def test_change_visibility_batch_changes_good_entries_and_reports_bad_ones(
         "garbage": "ReceiptHandleIsInvalid",
         "too_long": "InvalidParameterValue",
     }
-    assert failed["deleted"]["Message"] == NOT_AVAILABLE
+    assert failed["deleted"]["Message"] == (
+        f"Value {deleted['ReceiptHandle']} for parameter ReceiptHandle is invalid. "
+        f"Reason: {NOT_AVAILABLE}"
+    )
     again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert [m["MessageId"] for m in again] == [kept["MessageId"]]
 

@@ -353,6 +353,24 @@ def test_receive_returns_at_most_max_number_of_messages(sqs: Any, new_queue: New
     assert sorted(bodies) == sorted(f"m{i}" for i in range(12))
 
 
+def test_a_message_visible_again_is_received_before_newer_ones(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    # Given a message received with a 1 s visibility timeout, then two newer messages sent
+    # while it is in flight (visible since before it is visible again)
+    url = new_queue("oldestfirst")
+    sqs.send_message(QueueUrl=url, MessageBody="old")
+    assert receive_one(sqs, url, VisibilityTimeout=1)["Body"] == "old"
+    sqs.send_message(QueueUrl=url, MessageBody="new-1")
+    sqs.send_message(QueueUrl=url, MessageBody="new-2")
+    time.sleep(1.5)
+    # When received one at a time
+    bodies = [receive_one(sqs, url, AttributeNames=["ApproximateReceiveCount"]) for _ in range(3)]
+    # Then oldest first, as SQS serves them in practice
+    assert [m["Body"] for m in bodies] == ["old", "new-1", "new-2"]
+    assert bodies[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+
+
 def test_receive_visibility_timeout_overrides_the_queue_default(
     sqs: Any, new_queue: NewQueue
 ) -> None:
@@ -481,7 +499,10 @@ def test_visibility_change_of_a_deleted_message_is_refused(sqs: Any, new_queue: 
     with pytest.raises(ClientError) as excinfo:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=10)
     error = error_of(excinfo)
-    assert (error["Code"], error["Message"]) == ("InvalidParameterValue", NOT_AVAILABLE)
+    assert (error["Code"], error["Message"]) == (
+        "InvalidParameterValue",
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: {NOT_AVAILABLE}",
+    )
 
 
 def test_visibility_change_with_a_garbage_handle_is_refused(sqs: Any, scratch_queue: str) -> None:
@@ -517,6 +538,53 @@ def test_visibility_change_applies_once_and_the_next_receive_uses_the_queue_time
     # Then the queue's 1 s applies again (not the 0 of the change)
     assert nothing_to_receive(sqs, url)
     receive_one(sqs, url, WaitTimeSeconds=5)
+
+
+def test_visibility_change_after_the_lease_ended_hides_the_message_again(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    # Given a message received with a 1 s lease that has ended, nobody receiving it since
+    url = new_queue("visexpired")
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    handle = receive_one(sqs, url, VisibilityTimeout=1)["ReceiptHandle"]
+    time.sleep(1.3)
+    # When its visibility is changed with that handle (AWS accepts it)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=300)
+    # Then it is hidden again
+    assert nothing_to_receive(sqs, url)
+
+
+def test_visibility_change_with_the_handle_of_an_earlier_receive_applies(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    # Given a message received twice, the first time with visibility 0
+    url = new_queue("visold")
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    first = receive_one(sqs, url, VisibilityTimeout=0)["ReceiptHandle"]
+    receive_one(sqs, url, VisibilityTimeout=300)
+    assert nothing_to_receive(sqs, url)
+    # When the first receive's handle sets its visibility to 0 (AWS accepts it)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first, VisibilityTimeout=0)
+    # Then the message is visible
+    again = receive_one(sqs, url, AttributeNames=["ApproximateReceiveCount"])
+    assert again["Attributes"]["ApproximateReceiveCount"] == "3"
+
+
+def test_delete_with_the_handle_of_an_earlier_receive_deletes_the_message(
+    sqs: Any, new_queue: NewQueue
+) -> None:
+    # Given a message received twice
+    url = new_queue("delold")
+    sqs.send_message(QueueUrl=url, MessageBody="m")
+    first = receive_one(sqs, url, VisibilityTimeout=0)["ReceiptHandle"]
+    receive_one(sqs, url, VisibilityTimeout=0)
+    # When deleted with the first receive's handle: it succeeds, and KQS does delete it
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first)
+    # Then
+    assert nothing_to_receive(sqs, url)
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "0"
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
 
 
 def test_visibility_beyond_12_hours_from_the_receive_is_refused(
@@ -569,6 +637,8 @@ def test_message_received_more_than_max_receive_count_moves_to_the_dead_letter_q
     assert moved["MD5OfMessageAttributes"] == attributes_md5(attributes)
     assert moved["Attributes"]["DeadLetterQueueSourceArn"] == arn_of(source)
     assert moved["Attributes"]["SentTimestamp"] == sent_at["Attributes"]["SentTimestamp"]
+    # and its receive count carried over, as AWS records it: 2 in the source, 3 now
+    assert moved["Attributes"]["ApproximateReceiveCount"] == "3"
     assert nothing_to_receive(sqs, source)
 
 

@@ -170,13 +170,16 @@ def test_change_visibility_restarts_the_lease_from_now() -> None:
     assert changed.last_receive_ms == fact.last_receive_ms
 
 
-def test_change_visibility_with_a_stale_epoch_raises_message_not_available() -> None:
-    # Given a message received twice; the handle of the first receive is stale
+def test_change_visibility_with_the_handle_of_an_earlier_receive_succeeds() -> None:
+    # Given a message received twice; the handle of the first receive is superseded
     fact = an_in_flight_fact(received_ms=T0, receive_count=2)
 
-    # When / Then
-    with pytest.raises(MessageNotAvailable):
-        state.change_visibility(fact, receipt_epoch=1, now_ms=T0, visibility_ms=VISIBILITY_MS)
+    # When its visibility is set to 0 with the first handle (AWS accepts it)
+    changed = state.change_visibility(fact, receipt_epoch=1, now_ms=T0, visibility_ms=0)
+
+    # Then it is visible, its receive count unchanged
+    assert state.state_at(changed, T0) is MessageState.VISIBLE
+    assert changed.receive_count == 2
 
 
 def test_change_visibility_with_an_epoch_from_the_future_raises_message_not_available() -> None:
@@ -188,18 +191,20 @@ def test_change_visibility_with_an_epoch_from_the_future_raises_message_not_avai
         state.change_visibility(fact, receipt_epoch=3, now_ms=T0, visibility_ms=VISIBILITY_MS)
 
 
-def test_change_visibility_of_a_visible_message_raises_message_not_inflight() -> None:
-    # Given a message whose lease has ended
+def test_change_visibility_of_a_message_whose_lease_ended_hides_it_again() -> None:
+    # Given a received message whose lease has ended, nobody having received it since
     fact = an_in_flight_fact(received_ms=T0, visibility_ms=VISIBILITY_MS)
+    now = T0 + VISIBILITY_MS
 
-    # When / Then
-    with pytest.raises(MessageNotInflight):
-        state.change_visibility(
-            fact, receipt_epoch=1, now_ms=T0 + VISIBILITY_MS, visibility_ms=VISIBILITY_MS
-        )
+    # When its visibility is changed with that receive's handle (AWS accepts it)
+    changed = state.change_visibility(fact, receipt_epoch=1, now_ms=now, visibility_ms=MINUTE_MS)
+
+    # Then it is in flight again for the new timeout
+    assert state.state_at(changed, now) is MessageState.IN_FLIGHT
+    assert changed.visible_at_ms == now + MINUTE_MS
 
 
-def test_change_visibility_of_a_delayed_message_raises_message_not_inflight() -> None:
+def test_change_visibility_of_a_message_never_received_raises_message_not_inflight() -> None:
     # Given a message never received, still in its delay
     fact = state.new_fact(sent_ms=T0, delay_ms=10 * SECOND_MS)
 

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from lease_store import state
+from lease_store import store as store_keys
 from lease_store.clock import ManualClock
-from lease_store.errors import LeaseError, MessageNotAvailable, MessageNotInflight
+from lease_store.errors import LeaseError, MessageNotAvailable
+from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.state import MessageState
-from lease_store.store import Counts, LeaseStore, PartitionKey, ReceiveOutcome
+from lease_store.store import Counts, LeaseStore, PartitionKey, PartitionState, ReceiveOutcome
 from tests.builders import (
     DAY_MS,
     SECOND_MS,
@@ -189,7 +191,7 @@ def test_a_delayed_message_is_counted_as_delayed_until_its_delay_ends(
 
 
 @on_every_backend
-def test_receive_returns_at_most_max_messages_oldest_visible_first(
+def test_receive_returns_at_most_max_messages_oldest_first(
     store: LeaseStore, clock: ManualClock
 ) -> None:
     # Given offset 0 became visible last (delayed 5 s), 1 and 2 at T0, 3 at T0 + 1 s
@@ -202,9 +204,30 @@ def test_receive_returns_at_most_max_messages_oldest_visible_first(
     first = receive(store, clock, max_messages=3)
     second = receive(store, clock, max_messages=3)
 
-    # Then
-    assert offsets_of(first) == [1, 2, 3]
-    assert offsets_of(second) == [0]
+    # Then: log order, whenever each became visible
+    assert offsets_of(first) == [0, 1, 2]
+    assert offsets_of(second) == [3]
+
+
+@on_every_backend
+def test_a_message_visible_again_comes_before_newer_ones_visible_since_earlier(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given offset 0 received at T0 with a 30 s lease; offsets 1 and 2 sent at T0 + 10 s,
+    # visible from then on (before offset 0 is visible again)
+    store.ingest(PK, records([0]))
+    receive(store, clock, max_messages=1, visibility_ms=30 * SECOND_MS)
+    clock.advance(10 * SECOND_MS)
+    store.ingest(PK, records([1, 2], sent_ms=clock.now_ms()))
+    assert store.counts(PK, clock.now_ms()) == Counts(visible=2, in_flight=1)
+
+    # When the lease has ended
+    clock.advance(25 * SECOND_MS)
+    again = receive(store, clock, max_messages=2)
+
+    # Then the oldest message is served first, as SQS does
+    assert offsets_of(again) == [0, 1]
+    assert store.counts(PK, clock.now_ms()) == Counts(visible=1, in_flight=2)
 
 
 @on_every_backend
@@ -295,13 +318,13 @@ def test_counts_stay_exact_through_a_sequence_of_operations(
     # Then
     assert counts(store, clock) == Counts(visible=3, in_flight=0, delayed=1)
 
-    # When the oldest visible one (offset 2, visible since T0) is received
-    assert offsets_of(receive(store, clock, max_messages=1)) == [2]
+    # When the oldest one (offset 0, first in log order) is received again
+    assert offsets_of(receive(store, clock, max_messages=1)) == [0]
     # Then
     assert counts(store, clock) == Counts(visible=2, in_flight=1, delayed=1)
 
     # When its visibility is set to 0
-    store.change_visibility(PK, 2, epoch=1, now_ms=clock.now_ms(), visibility_ms=0)
+    store.change_visibility(PK, 0, epoch=2, now_ms=clock.now_ms(), visibility_ms=0)
     # Then
     assert counts(store, clock) == Counts(visible=3, in_flight=0, delayed=1)
 
@@ -322,7 +345,7 @@ def test_counts_stay_exact_through_a_sequence_of_operations(
     assert counts(store, clock) == Counts(visible=0, in_flight=2, delayed=0)
 
     # When one lease is extended and the other ends
-    store.change_visibility(PK, 0, epoch=2, now_ms=clock.now_ms(), visibility_ms=2 * VISIBILITY_MS)
+    store.change_visibility(PK, 0, epoch=3, now_ms=clock.now_ms(), visibility_ms=2 * VISIBILITY_MS)
     clock.advance(VISIBILITY_MS)
     # Then
     assert counts(store, clock) == Counts(visible=1, in_flight=1, delayed=0)
@@ -666,7 +689,7 @@ def test_change_visibility_applies_once_and_the_next_receive_uses_its_own_timeou
 
 
 @on_every_backend
-def test_change_visibility_with_a_superseded_handle_raises_message_not_available(
+def test_change_visibility_with_a_superseded_handle_changes_it(
     store: LeaseStore, clock: ManualClock
 ) -> None:
     # Given a message received twice
@@ -675,25 +698,32 @@ def test_change_visibility_with_a_superseded_handle_raises_message_not_available
     clock.advance(VISIBILITY_MS)
     receive(store, clock)
 
-    # When / Then the first receive's epoch is refused
-    with pytest.raises(MessageNotAvailable):
-        store.change_visibility(PK, 0, epoch=1, now_ms=clock.now_ms(), visibility_ms=0)
-    assert counts(store, clock) == Counts(visible=0, in_flight=1, delayed=0)
+    # When the first receive's handle sets its visibility to 0 (AWS accepts it)
+    store.change_visibility(PK, 0, epoch=1, now_ms=clock.now_ms(), visibility_ms=0)
+
+    # Then it is visible, and received again first
+    assert counts(store, clock) == Counts(visible=1, in_flight=0, delayed=0)
+    assert offsets_of(receive(store, clock)) == [0]
 
 
 @on_every_backend
-def test_change_visibility_of_a_message_whose_lease_ended_raises_message_not_inflight(
+def test_change_visibility_of_a_message_whose_lease_ended_hides_it_again(
     store: LeaseStore, clock: ManualClock
 ) -> None:
-    # Given
+    # Given a received message whose lease ended, nobody having received it since
     store.ingest(PK, records([0]))
     receive(store, clock)
     clock.advance(VISIBILITY_MS)
-
-    # When / Then
-    with pytest.raises(MessageNotInflight):
-        store.change_visibility(PK, 0, epoch=1, now_ms=clock.now_ms(), visibility_ms=0)
     assert counts(store, clock) == Counts(visible=1, in_flight=0, delayed=0)
+
+    # When its visibility is changed to 60 s
+    store.change_visibility(PK, 0, epoch=1, now_ms=clock.now_ms(), visibility_ms=60 * SECOND_MS)
+
+    # Then it is in flight again, and visible once that has passed
+    assert counts(store, clock) == Counts(visible=0, in_flight=1, delayed=0)
+    assert offsets_of(receive(store, clock)) == []
+    clock.advance(60 * SECOND_MS)
+    assert offsets_of(receive(store, clock)) == [0]
 
 
 @on_every_backend
@@ -1076,3 +1106,31 @@ def test_backlog_start_is_the_lowest_offset_not_yet_deleted(
 @on_every_backend
 def test_backlog_start_of_an_untouched_partition_is_zero(store: LeaseStore) -> None:
     assert store.backlog_start(PK) == 0
+
+
+@on_every_backend
+def test_a_store_of_the_first_layout_is_upgraded_to_the_ready_index(
+    kv: KeyValueStore, clock: ManualClock
+) -> None:
+    # Given a partition as layout 1 wrote it: a visible message's entry in the waiting
+    # index (`V`, at its visible_at_ms, before the sweep point), one delayed message
+    st = PartitionState(applied_offset=1, swept_until_ms=T0, visible=1, delayed=1)
+    batch = WriteBatch()
+    for offset, fact in ((0, state.new_fact(T0, 0)), (1, state.new_fact(T0, 60 * SECOND_MS))):
+        batch.put(store_keys._fact_key(PK, offset), fact.encode())
+        batch.put(store_keys._message_key(PK, offset), a_message(f"m{offset}").encode())
+        batch.put(store_keys._expiry_key(PK, T0, offset), b"")
+        batch.put(store_keys._index_key(PK, fact.visible_at_ms, offset), b"\0\0\0\0")
+    batch.put(store_keys._state_key(PK), st.encode())
+    kv.write(batch)
+    store = LeaseStore(kv)
+
+    # When
+    moved = store.upgrade_format()
+
+    # Then the visible one moved, the delayed one still waits, and a second call is a no-op
+    assert moved == 1
+    assert store.upgrade_format() == 0
+    assert offsets_of(receive(store, clock)) == [0]
+    clock.advance(60 * SECOND_MS)  # the delay and the 30 s lease of offset 0 have ended
+    assert offsets_of(receive(store, clock)) == [0, 1]

@@ -22,7 +22,7 @@ def root(account: str) -> Principal:
 def test_add_permission_writes_a_labelled_statement_for_the_accounts() -> None:
     text = add_permission(None, QUEUE, "AliceSend", ["111122223333"], ["SendMessage"])
     assert json.loads(text) == {
-        "Version": "2012-10-17",
+        "Version": "2008-10-17",
         "Id": f"{QUEUE}/SQSDefaultPolicy",
         "Statement": [
             {

@@ -15,6 +15,8 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewTopic,
     OffsetSpec,
@@ -24,9 +26,20 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 # `topology/producer.py`), so a CreateQueue fails on the admin call before anything else.
 REQUEST_TIMEOUT_S = 10.0
 
+# The topics that hold a durable record (queue topics, the catalog) fsync every appended batch
+# before the broker acknowledges it: with one node there is no replica to fall back on after a
+# power loss. A batch is what one produce request carries for a partition, so concurrent sends
+# share one fsync. Other topics (`__kqs_events`, `__kqs_leases`, consumer offsets) are copies
+# or analytics and are left to the OS page cache (docs/ARCHITECTURE.md, "Durability").
+FSYNC_EACH_APPEND = {"flush.messages": "1"}
+# incremental_alter_configs resources per request when existing topics are brought in line.
+_ALTER_CHUNK = 500
+
 
 class TopicAdmin:
-    def __init__(self, bootstrap: str, replication_factor: int = 1) -> None:
+    def __init__(
+        self, bootstrap: str, replication_factor: int = 1, fsync_durable_topics: bool = True
+    ) -> None:
         self._admin = AdminClient(
             {
                 "bootstrap.servers": bootstrap,
@@ -35,6 +48,11 @@ class TopicAdmin:
             }
         )
         self._replication_factor = replication_factor
+        self._fsync = fsync_durable_topics
+
+    def durable(self, config: dict[str, str]) -> dict[str, str]:
+        """`config` for a topic that holds a durable record: fsync per append if configured."""
+        return {**config, **FSYNC_EACH_APPEND} if self._fsync else config
 
     async def create_topic(self, name: str, partitions: int, config: dict[str, str]) -> None:
         """Create a topic; an existing topic of that name is accepted as is."""
@@ -59,10 +77,39 @@ class TopicAdmin:
             if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise
 
+    async def ensure_durable(self, names: list[str]) -> None:
+        """Bring existing durable topics in line with `durable()`; a no-op without fsync.
+
+        Topics created before per-topic fsync relied on the embedded broker's broker-wide
+        `log.flush.interval.messages=1`, which is gone.
+        """
+        if self._fsync:
+            await self._alter({name: FSYNC_EACH_APPEND for name in names})
+
     async def set_topic_config(self, name: str, config: dict[str, str]) -> None:
-        resource = ConfigResource("topic", name, set_config=config)
-        futures = self._admin.alter_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
-        await _wait(futures[resource])
+        """Set some of a topic's settings; the others keep their values."""
+        await self._alter({name: config})
+
+    async def _alter(self, configs: dict[str, dict[str, str]]) -> None:
+        # Incremental: the older AlterConfigs would reset every setting it is not given.
+        names = list(configs)
+        for start in range(0, len(names), _ALTER_CHUNK):
+            resources = [
+                ConfigResource(
+                    "topic",
+                    name,
+                    incremental_configs=[
+                        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+                        for key, value in configs[name].items()
+                    ],
+                )
+                for name in names[start : start + _ALTER_CHUNK]
+            ]
+            futures = self._admin.incremental_alter_configs(
+                resources, request_timeout=REQUEST_TIMEOUT_S
+            )
+            for future in futures.values():
+                await _wait(future)
 
     async def delete_records_before(self, name: str, partition: int, offset: int) -> None:
         """Kafka DeleteRecords: advance the log start offset of a partition to `offset`."""

@@ -287,7 +287,7 @@ def start(
     controller_port: int = DEFAULT_CONTROLLER_PORT,
     host: str = DEFAULT_HOST,
     *,
-    flush_every_message: bool = True,
+    flush_every_message: bool = False,
     heap: str = DEFAULT_HEAP,
     cache_dir: Path | None = None,
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
@@ -297,8 +297,9 @@ def start(
 
     Fetches the jars if needed, formats storage on first use, launches a detached JVM and
     returns once the broker answers metadata requests. ``flush_every_message`` fsyncs every
-    appended record before it is acknowledged: with one node there is no replica to fall
-    back on, so without it an acknowledged message could be lost by a machine crash.
+    append to every topic before it is acknowledged (broker-wide). The gateway does not need
+    it: it asks for fsync per topic, on the topics that hold a durable record
+    (`topology/admin.py`, `FSYNC_EACH_APPEND`); the rest stays in the page cache.
 
     ``owner_pid``: the process that will stop the broker (``EmbeddedBroker``), recorded in
     ``broker.json``. If the broker is already running and its recorded owner is a process
@@ -807,7 +808,7 @@ class EmbeddedBroker:
         controller_port: int = DEFAULT_CONTROLLER_PORT,
         host: str = DEFAULT_HOST,
         *,
-        flush_every_message: bool = True,
+        flush_every_message: bool = False,
         heap: str = DEFAULT_HEAP,
         cache_dir: Path | None = None,
         ready_timeout: float = DEFAULT_READY_TIMEOUT,

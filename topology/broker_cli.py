@@ -49,10 +49,10 @@ def add_kafka_subcommands(
     )
     start.add_argument("--heap", default=broker.DEFAULT_HEAP, help="JVM -Xmx (%(default)s)")
     start.add_argument(
-        "--no-flush-every-message",
-        dest="flush_every_message",
-        action="store_false",
-        help="don't fsync each record before acknowledging it (faster, loses data on a crash)",
+        "--flush-every-message",
+        action="store_true",
+        help="fsync every append to every topic (broker-wide); kqs serve fsyncs the topics "
+        "that hold a durable record without it",
     )
     _add_cache_dir(start)
     start.set_defaults(func=_guarded(_cmd_start))

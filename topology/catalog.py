@@ -66,7 +66,9 @@ class Catalog:
 
     async def ensure_topic(self) -> None:
         await self._admin.create_topic(
-            CATALOG_TOPIC, 1, {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+            CATALOG_TOPIC,
+            1,
+            self._admin.durable({"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}),
         )
 
     def load(self, timeout_s: float = 30.0) -> dict[str, QueueRecord]:

@@ -9,10 +9,17 @@ the report into records:
 Keys are fixed-width, one per message, so compaction keeps exactly the latest fact (or the
 tombstone) of each message. Facts created by ingest are not published: the queue record
 determines them (see `lease_store/rebuild.py`). Records are produced in commit order, so per
-key the latest write wins. DeleteMessage, ChangeMessageVisibility and PurgeQueue wait for
-their records' acknowledgement (`capture()`); the other changes are published without
-waiting, their failures counted and logged (losing one means at worst a redelivery or a lower
-receive count after a rebuild, which SQS's at-least-once delivery allows).
+key the latest write wins.
+
+The changelog follows the lease store; it is not the durable record of a lease change. A
+DeleteMessage or ChangeMessageVisibility is answered once the lease store's WAL is synced
+(`gateway/group_sync.py`), and its fact record goes out through a `FollowerProducer` without
+anyone waiting: no delivery report per record, failures counted and logged. What that costs:
+a gateway whose disk is *lost* rebuilds from a changelog that may miss the changes of its
+last moments (a redelivery, or a lower receive count, which at-least-once delivery allows).
+A crash or power loss costs nothing, the WAL holds them. Purge watermarks are rare and
+decide which offsets are never ingested again, so they still go through the acknowledged
+producer and PurgeQueue waits for them (`capture()`).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from lease_store.records import LeaseFact
 from lease_store.store import PartitionKey, PartitionState
 from topology.admin import TopicAdmin
 from topology.names import LEASES_TOPIC
-from topology.producer import AsyncProducer, Delivered
+from topology.producer import AsyncProducer, Delivered, FollowerProducer
 
 log = logging.getLogger("kqs.changelog")
 
@@ -90,13 +97,20 @@ class Confirmation:
 
 
 class LeaseChangelog:
-    def __init__(self, producer: AsyncProducer, admin: TopicAdmin) -> None:
-        self._producer = producer
+    def __init__(
+        self, producer: AsyncProducer, follower: FollowerProducer, admin: TopicAdmin
+    ) -> None:
+        self._producer = producer  # acknowledged: partition state records
+        self._follower = follower  # fire-and-forget: fact records
         self._admin = admin
         self._capture: Confirmation | None = None
         self._purge_published: dict[PartitionKey, int] = {}
         self.published = 0
-        self.failures = 0
+        self._state_failures = 0
+
+    @property
+    def failures(self) -> int:
+        return self._follower.failures + self._state_failures
 
     async def ensure_topic(self) -> None:
         # One partition, like the catalog: a rebuild reads it whole, in order.
@@ -108,14 +122,14 @@ class LeaseChangelog:
         """The lease store's commit listener; runs on the event loop."""
         for offset in sorted(changes):
             fact = changes[offset]
-            self._produce(fact_key(pk, offset), fact.encode() if fact is not None else None)
+            self._publish_fact(fact_key(pk, offset), fact.encode() if fact is not None else None)
         if st.purged_before_offset != self._purge_published.get(pk, 0):
             self._purge_published[pk] = st.purged_before_offset
-            self._produce(state_key(pk), encode_state(st))
+            self._produce_state(state_key(pk), encode_state(st))
 
     def tombstone(self, pk: PartitionKey, offset: int) -> None:
         """Publish a message's removal again (a retried DeleteMessage whose first try failed)."""
-        self._produce(fact_key(pk, offset), None)
+        self._publish_fact(fact_key(pk, offset), None)
 
     def forget_partition(self, pk: PartitionKey, offsets: list[int]) -> None:
         """Tombstone what the changelog may hold of a deleted queue's partition.
@@ -126,8 +140,8 @@ class LeaseChangelog:
         tombstone for them is harmless.
         """
         for offset in offsets:
-            self._produce(fact_key(pk, offset), None)
-        self._produce(state_key(pk), None)
+            self._publish_fact(fact_key(pk, offset), None)
+        self._produce_state(state_key(pk), None)
         self._purge_published.pop(pk, None)
 
     @contextlib.contextmanager
@@ -140,20 +154,28 @@ class LeaseChangelog:
         finally:
             self._capture = previous
 
-    def _produce(self, key: bytes, value: bytes | None) -> None:
+    def flush(self, timeout_s: float = 30.0) -> int:
+        """Wait for the fact records handed over so far; returns how many are still out."""
+        return self._follower.flush(timeout_s)
+
+    def _publish_fact(self, key: bytes, value: bytes | None) -> None:
+        self._follower.produce(LEASES_TOPIC, value, key=key)
+        self.published += 1
+
+    def _produce_state(self, key: bytes, value: bytes | None) -> None:
         future = self._producer.send_soon(LEASES_TOPIC, value, key=key)
         self.published += 1
-        future.add_done_callback(self._on_delivered)
+        future.add_done_callback(self._on_state_delivered)
         if self._capture is not None:
             self._capture.futures.append(future)
 
-    def _on_delivered(self, future: asyncio.Future[Delivered]) -> None:
+    def _on_state_delivered(self, future: asyncio.Future[Delivered]) -> None:
         if future.cancelled():
             return
         error = future.exception()
         if error is not None:
-            self.failures += 1
+            self._state_failures += 1
             log.warning(
-                "lease change not written to the changelog",
+                "partition state not written to the changelog",
                 extra={"error": str(error), "failures": self.failures},
             )

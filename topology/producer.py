@@ -3,6 +3,10 @@
 Durability settings are fixed here, not left to configuration: `acks=all` with idempotence,
 so a record the broker acknowledged is on every in-sync replica and retries never duplicate
 it. `send()` resolves only from the delivery report, i.e. after that acknowledgement.
+
+Delivery reports arrive on the poll thread. Each one used to wake the event loop on its own
+(`call_soon_threadsafe` per record: a GIL hand-over and a self-pipe write each); now the
+reports one `poll()` returns are handed over together, in delivery order.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +53,10 @@ class Delivered:
     timestamp_ms: int
 
 
+# A delivery report as the poll thread receives it: whose future, and the outcome.
+_Report = tuple["asyncio.Future[Delivered]", KafkaError | None, Message]
+
+
 class AsyncProducer:
     def __init__(
         self, bootstrap: str, extra: dict[str, Any] | None = None, statistics: bool = False
@@ -63,6 +72,10 @@ class AsyncProducer:
         }
         self._producer = Producer(config)
         self._stopping = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Reports received by poll() and not yet handed to the loop (appended by whichever
+        # thread polls; deque appends and pops are atomic).
+        self._reports: deque[_Report] = deque()
         # Delivery reports fire from poll(); a dedicated thread keeps them flowing without
         # blocking the event loop.
         self._poller = threading.Thread(target=self._poll_forever, name="kqs-producer", daemon=True)
@@ -71,6 +84,29 @@ class AsyncProducer:
     def _poll_forever(self) -> None:
         while not self._stopping.is_set():
             self._producer.poll(0.05)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        if not self._reports or self._loop is None:
+            return
+        batch: list[_Report] = []
+        while self._reports:
+            batch.append(self._reports.popleft())
+        try:
+            self._loop.call_soon_threadsafe(_settle_all, batch)
+        except RuntimeError:
+            pass  # the loop is closed: nobody waits for these any more
+
+    def _future(self) -> tuple[asyncio.Future[Delivered], Any]:
+        """A future for one record and the `on_delivery` callback that settles it."""
+        self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[Delivered] = self._loop.create_future()
+        reports = self._reports
+
+        def on_delivery(error: KafkaError | None, msg: Message) -> None:
+            reports.append((future, error, msg))
+
+        return future, on_delivery
 
     async def send(
         self,
@@ -81,12 +117,7 @@ class AsyncProducer:
         timestamp_ms: int = 0,
         partition: int | None = None,
     ) -> Delivered:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Delivered] = loop.create_future()
-
-        def on_delivery(error: KafkaError | None, msg: Message) -> None:
-            loop.call_soon_threadsafe(_settle, future, error, msg)
-
+        future, on_delivery = self._future()
         kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": on_delivery}
         if headers:
             kwargs["headers"] = headers
@@ -112,22 +143,19 @@ class AsyncProducer:
         produced by successive calls keep their order. A full local queue is drained in place
         (blocking the loop briefly) rather than awaited.
         """
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Delivered] = loop.create_future()
-
-        def on_delivery(error: KafkaError | None, msg: Message) -> None:
-            loop.call_soon_threadsafe(_settle, future, error, msg)
-
+        future, on_delivery = self._future()
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
                 return future
             except BufferError:
                 self._producer.poll(0.01)
+                self._hand_over()
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for outstanding deliveries; returns how many are still undelivered."""
         remaining: int = self._producer.flush(timeout_s)
+        self._hand_over()
         return remaining
 
     def close(self) -> None:
@@ -138,15 +166,16 @@ class AsyncProducer:
         self._poller.join(timeout=5)
 
 
-def _settle(future: asyncio.Future[Delivered], error: KafkaError | None, msg: Message) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(ProduceFailed(error))
-        return
-    topic, partition, offset = coordinates(msg)
-    _, timestamp_ms = msg.timestamp()
-    future.set_result(Delivered(topic, partition, offset, timestamp_ms))
+def _settle_all(reports: list[_Report]) -> None:
+    for future, error, msg in reports:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(ProduceFailed(error))
+            continue
+        topic, partition, offset = coordinates(msg)
+        _, timestamp_ms = msg.timestamp()
+        future.set_result(Delivered(topic, partition, offset, timestamp_ms))
 
 
 def coordinates(msg: Message) -> tuple[str, int, int]:
@@ -154,3 +183,65 @@ def coordinates(msg: Message) -> tuple[str, int, int]:
     topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
     assert topic is not None and partition is not None and offset is not None
     return topic, partition, offset
+
+
+class FollowerProducer:
+    """Produces records that follow a durable record elsewhere (the lease changelog follows
+    the lease store's synced WAL): nobody waits for them, so no delivery report is raised
+    but a failure's.
+
+    The durability settings stay (idempotence keeps each partition's records in order, which
+    the compacted changelog needs: a retried older fact must never land after a newer one);
+    what goes is the Python callback per record on the poll thread, which took the GIL from
+    the request path once per record.
+    """
+
+    def __init__(self, bootstrap: str, name: str) -> None:
+        self.failures = 0  # written by the poll thread only
+        self.last_error = ""
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                **DURABLE_SETTINGS,
+                "linger.ms": 5,
+                "delivery.report.only.error": True,
+                "on_delivery": self._on_delivery,
+            }
+        )
+        self._stopping = threading.Event()
+        self._poller = threading.Thread(target=self._poll_forever, name=name, daemon=True)
+        self._poller.start()
+
+    def produce(self, topic: str, value: bytes | None, key: bytes) -> None:
+        """Hand a record to librdkafka (in call order); a full local queue is drained in place."""
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key)
+                return
+            except BufferError:
+                self._producer.poll(0.01)
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        """Wait for outstanding records; returns how many are still undelivered."""
+        remaining: int = self._producer.flush(timeout_s)
+        return remaining
+
+    def close(self) -> None:
+        remaining = self.flush()
+        if remaining:
+            log.warning("producer closed with undelivered records", extra={"remaining": remaining})
+        self._stopping.set()
+        self._poller.join(timeout=5)
+
+    def _poll_forever(self) -> None:
+        while not self._stopping.is_set():
+            self._producer.poll(0.1)
+
+    def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
+        if error is not None:
+            self.failures += 1
+            self.last_error = str(error)
+            log.warning(
+                "follower record not delivered",
+                extra={"error": self.last_error, "failures": self.failures},
+            )

@@ -26,6 +26,9 @@ HEADER_DELAY = "sqs.delay-seconds"
 HEADER_TRACE = "sqs.aws-trace-header"
 HEADER_GROUP = "sqs.message-group-id"
 HEADER_DLQ_SOURCE = "sqs.dead-letter-source-arn"
+# On records moved to a dead-letter queue: the receives the message had in its source queue.
+HEADER_RECEIVE_COUNT = "sqs.receive-count"
+HEADER_FIRST_RECEIVE = "sqs.first-receive-timestamp"
 ATTRIBUTE_PREFIX = "sqs.attr."
 # The largest queue-topic record: a 1 MiB SQS message (body + attributes) whose binary
 # attributes travel base64-encoded in JSON headers, plus framing. Producer and topics allow it;
@@ -45,6 +48,9 @@ def to_headers(message: StoredMessage) -> Headers:
         headers.append((HEADER_GROUP, message.message_group_id.encode()))
     if message.dead_letter_source_arn is not None:
         headers.append((HEADER_DLQ_SOURCE, message.dead_letter_source_arn.encode()))
+    if message.receive_count:
+        headers.append((HEADER_RECEIVE_COUNT, str(message.receive_count).encode()))
+        headers.append((HEADER_FIRST_RECEIVE, str(message.first_receive_ms).encode()))
     for name, value in message.attributes.items():
         headers.append((ATTRIBUTE_PREFIX + name, json.dumps(value.to_json()).encode()))
     return headers
@@ -84,7 +90,17 @@ def from_record(
         aws_trace_header=fields.get(HEADER_TRACE),
         message_group_id=fields.get(HEADER_GROUP),
         dead_letter_source_arn=fields.get(HEADER_DLQ_SOURCE),
+        receive_count=_int(fields.get(HEADER_RECEIVE_COUNT)),
+        first_receive_ms=_int(fields.get(HEADER_FIRST_RECEIVE)),
     )
+
+
+def _int(text: str | None) -> int:
+    """A numeric header; absent or malformed (a foreign producer's) counts as 0."""
+    try:
+        return max(0, int(text)) if text else 0
+    except ValueError:
+        return 0
 
 
 def _attribute(text: str) -> AttributeValue | None:

@@ -1,4 +1,4 @@
-"""Side-by-side benchmark of KQS, ElasticMQ and moto on the same machine, in one run.
+"""Side-by-side benchmark of KQS, ElasticMQ, fauxqs and moto on the same machine, in one run.
 
     .venv/bin/python -m bench.sidebyside --quick      # seconds per run (dev / CI)
     .venv/bin/python -m bench.sidebyside              # full: 60 s pairs, 1M backlog, 3 pairs
@@ -6,8 +6,9 @@
 For each pair and each workload, every server is started fresh (own data dir, free ports),
 pinned to the server core(s), loaded by the same asyncio load generator pinned to the client
 core, measured (its process tree's CPU seconds and peak RSS) and stopped: KQS, ElasticMQ,
-moto, KQS, ElasticMQ, moto, ... Then the scale profile (e) runs once per server. Markdown and
-JSON go to bench/results/ (names from --out) and the Markdown is printed.
+fauxqs, fauxqs-sqlite, moto, KQS, ElasticMQ, ... (3 pairs unless --pairs says otherwise).
+Then the scale profile (e) runs once per server. Markdown and JSON go to bench/results/
+(names from --out) and the Markdown is printed.
 """
 
 from __future__ import annotations
@@ -31,15 +32,28 @@ from bench.sidebyside.loadgen import Client, check_signer
 from bench.sidebyside.monitor import TreeMonitor
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-ALL_WORKLOADS = ("a_single", "b_batch", "c_wake", "d_backlog")
+ALL_WORKLOADS = ("a_single", "b_batch", "c_wake", "d_backlog", "o_open")
+HALF_KQS_PEAK = "half-kqs-peak"
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="seconds-long runs (dev/CI)")
     p.add_argument("--pairs", type=int, help="runs per server per workload (default 3)")
-    p.add_argument("--servers", default="kqs,elasticmq,moto")
-    p.add_argument("--workloads", default="a,b,c,d,e", help="subset of a,b,c,d,e")
+    p.add_argument(
+        "--servers",
+        default="kqs,elasticmq,fauxqs,fauxqs-sqlite,moto",
+        help="comma-separated: kqs, kqs-base (with --base-src), elasticmq, fauxqs (in memory), "
+        "fauxqs-sqlite (its durable SQLite backend), moto",
+    )
+    p.add_argument("--workloads", default="a,b,c,d,o,e", help="subset of a,b,c,d,o,e")
+    p.add_argument(
+        "--rate",
+        default=HALF_KQS_PEAK,
+        help="offered msg/s of the open-loop workload (o), or 'half-kqs-peak' (default): first "
+        "run workload (a) closed-loop once per server to find each one's peak, then offer half "
+        "of KQS's peak to every server",
+    )
     p.add_argument("--duration", type=float, help="seconds per producer/consumer run")
     p.add_argument("--backlog", type=int, help="messages queued in (d) (full default 1,000,000)")
     p.add_argument("--phase-cap", type=float, help="time cap per phase of (d) and (e), seconds")
@@ -123,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     # Resolve the ElasticMQ jar before timing anything.
     if "elasticmq" in server_names:
         servers.elasticmq_home()
+    if {"fauxqs", "fauxqs-sqlite"} & set(server_names):
+        servers.fauxqs_home()
     versions = {
         "python": f"python {platform.python_version()}",
         "java": f"java {servers.version_of_java()}",
@@ -134,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             versions[name] = f"elasticmq {servers.elasticmq_version(servers.elasticmq_home())}"
         elif name == "moto":
             versions[name] = servers.moto_version()
+        elif name in ("fauxqs", "fauxqs-sqlite"):
+            backend = "SQLite backend" if name == "fauxqs-sqlite" else "in memory"
+            versions[name] = f"{servers.fauxqs_version(servers.fauxqs_home())} {backend}"
         else:
             versions[name] = f"kqs-base from {servers.BASE_SRC}"
     import aiohttp
@@ -148,10 +167,17 @@ def main(argv: list[str] | None = None) -> int:
         "b_batch": workloads.PairParams(12, 20, duration, batch=True),
     }
 
+    open_rate: list[float] = []  # offered msg/s of (o), once known
+
     def job(workload: str) -> Callable[[Client], Awaitable[dict[str, Any]]]:
+        if workload == "peak_a":
+            workload = "a_single"
         if workload in producer_params:
             params = producer_params[workload]
             return lambda c: workloads.producer_consumer(c, params)
+        if workload == "o_open":
+            open_params = workloads.OpenLoopParams(open_rate[0], duration)
+            return lambda c: workloads.open_loop(c, open_params)
         if workload == "c_wake":
             return lambda c: workloads.long_poll_wake(c, wake_rounds)
         if workload == "d_backlog":
@@ -176,8 +202,12 @@ def main(argv: list[str] | None = None) -> int:
         with servers.running(name, work, server_cores, env) as server:
             run = job(workload)
 
+            # Open loop: room for the requests slow answers keep outstanding, so that the
+            # client's pool does not become the limit it measures.
+            pool = 256 if workload == "o_open" else 64
+
             async def go() -> dict[str, Any]:
-                async with Client(server.endpoint, pool=64) as client:
+                async with Client(server.endpoint, pool=pool) as client:
                     return await run(client)
 
             async def warm() -> None:
@@ -208,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
                     "sent_per_s",
                     "received_deleted_per_s",
                     "wake_p50_ms",
+                    "send_p99_ms",
+                    "recv_del_p99_ms",
                     "queues_created",
                     "messages_sent",
                     "messages_in_flight",
@@ -225,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
             check = clientcheck.run(tmp / "clientcheck", server_cores, 48, check_s, use_uvloop)
             check["load_avg_1m"] = round(os.getloadavg()[0], 2)
             print(f"    {json.dumps(check)}", file=sys.stderr)
+        if "o" in wanted:
+            open_rate.append(find_open_rate(args.rate, server_names, one, runs))
+            print(f"    open-loop rate: {open_rate[0]:.1f} msg/s", file=sys.stderr)
         for pair in range(1, pairs + 1):
             for workload in ALL_WORKLOADS:
                 if workload[0] not in wanted:
@@ -253,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         "client": client_desc,
         "warmup_s": warmup_s,
         "kqs_env": kqs_env,
+        "open_loop_rate_per_s": round(open_rate[0], 1) if open_rate else None,
+        "open_loop_rate_from": args.rate if open_rate else None,
         "argv": sys.argv[1:] if argv is None else argv,
     }
     text = report.markdown(runs, meta)
@@ -271,6 +308,30 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(f"Total time: {meta['elapsed_s']} s; written to {RESULTS / name}.md/.json")
     return 0
+
+
+def find_open_rate(
+    rate: str,
+    server_names: list[str],
+    one: Callable[[str, int, str], None],
+    runs: list[dict[str, Any]],
+) -> float:
+    """The offered rate of (o): given, or half of KQS's closed-loop peak on workload (a).
+
+    The peak is measured first, once per server (`peak_a` runs, pair 0), each as the lower
+    of its sent and received+deleted rates; every server is then offered the same rate.
+    """
+    if rate != HALF_KQS_PEAK:
+        return float(rate)
+    if "kqs" not in server_names:
+        raise SystemExit(f"--rate {HALF_KQS_PEAK} needs kqs among --servers")
+    for name in server_names:
+        one("peak_a", 0, name)
+    kqs = next(r for r in runs if r["workload"] == "peak_a" and r["server"] == "kqs")
+    peak = min(kqs["result"]["sent_per_s"], kqs["result"]["received_deleted_per_s"])
+    if peak <= 0:
+        raise SystemExit("KQS moved no messages in the peak run: no rate to offer")
+    return 0.5 * float(peak)
 
 
 def _mem_gib() -> str:

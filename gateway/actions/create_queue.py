@@ -32,7 +32,7 @@ async def handle(req: CreateQueueRequest, ctx: RequestContext) -> Result:
     attributes = validate_settable(req.attributes)
     source_arn = f"arn:aws:sqs:{ctx.region}:{ctx.account_id}:{req.queue_name}"
     ctx.runtime.registry.validate_redrive(attributes, source_arn)
-    validate_tags(req.tags)
+    validate_tags(req.tags, queue_name=req.queue_name)
     record, _ = await ctx.runtime.registry.create(
         ctx.account_id, req.queue_name, attributes, req.tags, ctx.runtime.clock.now_ms()
     )

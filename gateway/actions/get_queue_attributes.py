@@ -38,6 +38,11 @@ async def handle(req: GetQueueAttributesRequest, ctx: RequestContext) -> Result:
         "ApproximateNumberOfMessagesNotVisible": str(counts.in_flight),
         "ApproximateNumberOfMessagesDelayed": str(counts.delayed),
     }
+    if values.get("KmsMasterKeyId"):
+        # KMS and SQS-managed encryption exclude each other; a KMS queue shows the key's
+        # reuse period (default 300 s) and SqsManagedSseEnabled false, as SQS does.
+        values["SqsManagedSseEnabled"] = "false"
+        values.setdefault("KmsDataKeyReusePeriodSeconds", "300")
     # Unset optional attributes (Policy, RedrivePolicy, ...) are left out, as in SQS.
     if not ctx.owns(record) and not ctx.is_admin:
         values.pop("Policy", None)  # only the queue's owner sees its policy

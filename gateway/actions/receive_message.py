@@ -30,7 +30,12 @@ def decode(p: Params) -> ReceiveMessageRequest:
         max_number_of_messages=p.int_in_range("MaxNumberOfMessages", 1, limits.MAX_RECEIVE_MESSAGES)
         or 1,
         visibility_timeout=p.int_in_range("VisibilityTimeout", 0, limits.MAX_VISIBILITY_TIMEOUT_S),
-        wait_time_seconds=p.int_in_range("WaitTimeSeconds", 0, limits.MAX_WAIT_TIME_S),
+        wait_time_seconds=p.int_in_range(
+            "WaitTimeSeconds",
+            0,
+            limits.MAX_WAIT_TIME_S,
+            f"Must be >= 0 and <= {limits.MAX_WAIT_TIME_S}, if provided.",
+        ),
         # The older AttributeNames and the newer MessageSystemAttributeNames name the same set.
         system_attribute_names=p.str_list("AttributeNames")
         + p.str_list("MessageSystemAttributeNames"),

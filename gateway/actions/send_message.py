@@ -29,17 +29,12 @@ class SendMessageRequest:
 
 def decode_entry(p: Params, queue_url: str) -> SendMessageRequest:
     """Decode one message; shared by SendMessage and each SendMessageBatch entry."""
-    body = p.optional_str("MessageBody")
-    if body is None:
-        raise InvalidParameterValue("The request must contain the parameter MessageBody.")
+    body = p.required_str("MessageBody")  # missing or empty: MissingParameter, as in SQS
     validate_body(body)
     system = parse_attributes(p.map_of_maps("MessageSystemAttributes"))
     for name, value in system.items():
         if name != "AWSTraceHeader" or value.data_type != "String":
-            raise InvalidParameterValue(
-                f"Message system attribute name '{name}' is invalid: only AWSTraceHeader of "
-                "type String can be sent."
-            )
+            raise InvalidParameterValue(f"Message system attribute name '{name}' is invalid.")
     return SendMessageRequest(
         queue_url=queue_url,
         message_body=body,

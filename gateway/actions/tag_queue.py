@@ -27,7 +27,7 @@ def decode(p: Params) -> TagQueueRequest:
 
 async def handle(req: TagQueueRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
-    validate_tags(req.tags, existing=record.tags)
+    validate_tags(req.tags, existing=record.tags, queue_name=record.name)
     await ctx.runtime.registry.update(record.changed(tags={**record.tags, **req.tags}))
     return {}
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway import limits
 from gateway.action import Action, Result
 from gateway.context import RequestContext
-from gateway.errors import MissingParameter
+from gateway.errors import InvalidParameterValue
 from gateway.params import Params
 
 
@@ -19,8 +20,10 @@ class UntagQueueRequest:
 def decode(p: Params) -> UntagQueueRequest:
     tag_keys = p.str_list("TagKeys")
     queue_url = p.required_str("QueueUrl")
-    if not tag_keys:
-        raise MissingParameter.named("TagKeys")
+    if not tag_keys or any(not 1 <= len(k) <= limits.MAX_TAG_KEY_LENGTH for k in tag_keys):
+        raise InvalidParameterValue(
+            f"Tag keys must be between 1 and {limits.MAX_TAG_KEY_LENGTH} characters in length."
+        )
     return UntagQueueRequest(queue_url=queue_url, tag_keys=tag_keys)
 
 

@@ -113,7 +113,8 @@ def remove_permission(policy_text: str | None, label: str) -> str:
 
 def _document(policy_text: str | None, queue_arn: str) -> dict[str, Any]:
     if not policy_text:
-        return {"Version": "2012-10-17", "Id": f"{queue_arn}/SQSDefaultPolicy", "Statement": []}
+        # SQS writes the policy it generates in the 2008-10-17 version of the language.
+        return {"Version": "2008-10-17", "Id": f"{queue_arn}/SQSDefaultPolicy", "Statement": []}
     try:
         Policy.parse(policy_text)
     except PolicyError:
