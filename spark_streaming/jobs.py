@@ -43,7 +43,7 @@ log = logging.getLogger("kqs.analytics")
 
 # On Ctrl-C, how long the running batches (all queries together) may take to finish; the
 # queries and Spark then stop within a few seconds more (README: done within 10 s).
-STOP_PATIENCE_S = 5.0
+STOP_PATIENCE_S = 4.0
 # How often the run loop checks that the queries are alive without being told (the
 # listener tells it at once; this only covers a listener call that never came).
 LIVENESS_CHECK_S = 30.0
@@ -258,24 +258,34 @@ def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -
         log.info("stopping", extra={"signal": stopping[0]})
         return 0
     finally:
-        deadline = time.monotonic() + STOP_PATIENCE_S
-        for query in queries:
-            _stop_between_batches(query, deadline)
+        _stop_queries(queries, time.monotonic() + STOP_PATIENCE_S)
         progress.remove_listener(spark, handle)
         spark.stop()
         extra = {"seconds": round(time.monotonic() - signalled[0], 1)} if signalled else {}
         log.info("analytics stopped", extra=extra)
 
 
-def _stop_between_batches(query: StreamingQuery, deadline: float) -> None:
-    """Stop ``query``, after its running batch if that ends before ``deadline`` (monotonic).
+def _stop_queries(queries: Sequence[StreamingQuery], deadline: float) -> None:
+    """Stop every query, each after its running batch if that ends before ``deadline``
+    (monotonic), all at once: stopping a query waits for its thread, and one after another
+    those waits add up.
 
     A batch cut short is simply run again from the checkpoint at the next start (Spark logs
     the aborted write as an error), but letting it finish avoids repeating its Kafka output.
     """
-    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
-        time.sleep(0.2)
-    query.stop()
+
+    def stop(query: StreamingQuery) -> None:
+        while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        query.stop()
+
+    stoppers = [
+        threading.Thread(target=stop, args=(query,), name=f"stop-{query.name}") for query in queries
+    ]
+    for stopper in stoppers:
+        stopper.start()
+    for stopper in stoppers:
+        stopper.join()
 
 
 class KeyValueFormatter(logging.Formatter):
