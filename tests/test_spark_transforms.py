@@ -233,7 +233,7 @@ def test_attribute_counts_of_several_windows_add_up_to_the_exact_counts(
     for row in rows:
         for entry in row.attribute_counts:
             key = (entry.name, entry.value)
-            totals[key] = totals.get(key, 0) + entry.count
+            totals[key] = totals.get(key, 0) + entry["count"]
     expected = {("region", "us"): 3, **{("customer", f"c{k}"): k % 4 + 1 for k in range(9)}}
     assert totals == expected
     assert len(expected) > 5
