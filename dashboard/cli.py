@@ -41,6 +41,7 @@ def add_dashboard_subcommand(
         help="Kafka cluster (default: KQS_KAFKA_BOOTSTRAP, else the embedded broker of "
         "<data-dir>/kafka)",
     )
+    logs.add_log_format_argument(parser, defaults.log_format)
     parser.set_defaults(func=run)
     return parser
 
@@ -66,7 +67,7 @@ def dashboard_bootstrap(configured: str, data_dir: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    logs.configure(Settings().log_format)
+    logs.configure(args.log_format)
     bootstrap = dashboard_bootstrap(args.kafka_bootstrap, args.data_dir)
     try:
         return run_dashboard(bootstrap, args.host, args.port)

@@ -130,16 +130,18 @@ class DashboardModel:
     # -- what the page draws --------------------------------------------------------------
 
     def summary(self, now_ms: int) -> dict[str, Any]:
-        return {
-            "now_ms": now_ms,
-            "queues": [
-                _queue_summary(account, name, queue, now_ms)
-                for (account, name), queue in sorted(self.queues.items())
-            ],
-            "dlqs": [
-                _dlq_summary(key, windows, now_ms) for key, windows in sorted(self.dlqs.items())
-            ],
-        }
+        dlqs = [_dlq_summary(key, windows, now_ms) for key, windows in sorted(self.dlqs.items())]
+        # A DLQ's own card counts what arrived in it (its arrivals are not sends).
+        arrivals: Counter[QueueKey] = Counter()
+        for dlq in dlqs:
+            arrivals[(dlq["account"], dlq["dlq"])] += dlq["total_arrivals"]
+        queues = []
+        for (account, name), queue in sorted(self.queues.items()):
+            summary = _queue_summary(account, name, queue, now_ms)
+            summary["is_dlq"] = (account, name) in arrivals
+            summary["totals"]["dlq_arrivals"] = arrivals[(account, name)]
+            queues.append(summary)
+        return {"now_ms": now_ms, "queues": queues, "dlqs": dlqs}
 
 
 def _queue_series(queue: _Queue, now_ms: int) -> list[dict[str, Any]]:
@@ -241,7 +243,9 @@ def _queue_summary(account: str, name: str, queue: _Queue, now_ms: int) -> dict[
         "queue": name,
         "current": _current_depth(series, gauges),
         "rates": _rates_now(series, now_ms),
+        # Over the windows the page shows (at most the last MAX_WINDOWS minutes).
         "totals": {key: sum(point[key] for point in series) for key in COUNTS.values()},
+        "totals_since_ms": series[0]["t"] if series else None,
         "series": series,
         "depth": _depth_series(series, gauges),
     }
@@ -250,9 +254,16 @@ def _queue_summary(account: str, name: str, queue: _Queue, now_ms: int) -> dict[
 def _dlq_summary(key: DlqKey, windows: dict[int, DlqWindow], now_ms: int) -> dict[str, Any]:
     account, dlq, source_queue = key
     ordered = [windows[start] for start in sorted(windows)]
+    # Each window carries every value's count, so their sum is exact over the range shown;
+    # a window from before Spark carried them only has its top list (then say so).
     attributes: Counter[tuple[str, str]] = Counter()
+    exact = True
     for window in ordered:
-        for attribute in window.top_attributes:
+        counts = window.attribute_counts
+        if counts is None:
+            exact = False
+            counts = window.top_attributes
+        for attribute in counts:
             attributes[(attribute.name, attribute.value)] += attribute.count
     arrivals = sum(w.arrivals for w in ordered)
     receive_total = sum(w.receive_count.sum for w in ordered)
@@ -281,8 +292,13 @@ def _dlq_summary(key: DlqKey, windows: dict[int, DlqWindow], now_ms: int) -> dic
             }
             for w in ordered
         ],
+        # Ties rank by name, then value, as in Spark's per-window lists.
         "top_attributes": [
             {"name": name, "value": value, "count": count}
-            for (name, value), count in attributes.most_common(TOP_ATTRIBUTES)
+            for (name, value), count in sorted(
+                attributes.items(), key=lambda item: (-item[1], item[0])
+            )[:TOP_ATTRIBUTES]
         ],
+        "top_attributes_exact": exact,
+        "distinct_attribute_values": len(attributes),
     }

@@ -2,7 +2,8 @@
 
 * `__kqs_metrics` (Spark, 1-minute windows, update mode): one `MetricWindow` per queue,
   metric and window; a window is re-emitted while it changes and the latest one wins.
-* `__kqs_dlq_analytics` (Spark): one `DlqWindow` per dead-letter queue, source queue and window.
+* `__kqs_dlq_analytics` (Spark): one `DlqWindow` per dead-letter queue, source queue and window,
+  with the count of every message-attribute value of its moves.
 * `__kqs_events` (the gateway): only the `"type": "gauges"` records, one `Gauges` per queue
   about every 10 s, the current depth without waiting for a window to be aggregated.
 
@@ -58,6 +59,9 @@ class DlqWindow:
     receive_count: Stats
     age_at_move_s: Stats
     top_attributes: tuple[AttributeCount, ...]
+    # Every attribute value's count; None in records written before Spark carried them,
+    # where only the window's top list is known.
+    attribute_counts: tuple[AttributeCount, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,7 @@ def decode_dlq(value: bytes | str | None) -> DlqWindow | None:
         return None
     try:
         top = raw.get("top_attributes") or []
+        counts = raw.get("attribute_counts")
         return DlqWindow(
             account=str(raw["account"]),
             dlq=str(raw["dlq"]),
@@ -143,12 +148,17 @@ def decode_dlq(value: bytes | str | None) -> DlqWindow | None:
             arrivals=int(raw["arrivals"]),
             receive_count=_stats(raw.get("receive_count")),
             age_at_move_s=_stats(raw.get("age_at_move_s")),
-            top_attributes=tuple(
-                AttributeCount(str(a["name"]), str(a["value"]), int(a["count"])) for a in top
-            ),
+            top_attributes=_attribute_counts(top),
+            attribute_counts=None if counts is None else _attribute_counts(counts),
         )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _attribute_counts(raw: Any) -> tuple[AttributeCount, ...]:
+    if not isinstance(raw, list):
+        raise TypeError("attribute counts must be a list")
+    return tuple(AttributeCount(str(a["name"]), str(a["value"]), int(a["count"])) for a in raw)
 
 
 def decode_gauges(value: bytes | str | None) -> Gauges | None:

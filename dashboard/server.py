@@ -54,7 +54,8 @@ def build_dashboard_app(feed: Feed) -> web.Application:
 
 
 async def _start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, shutdown_timeout=2)
+    # No access log: an open page polls every 3 s, which would be 20 lines a minute per tab.
+    runner = web.AppRunner(app, shutdown_timeout=2, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

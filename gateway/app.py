@@ -59,6 +59,7 @@ from lease_store.store import CommitListener, LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
+from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher, ensure_events_topic
 from topology.ingest import BatchHandler, IngestConsumer
 from topology.names import CATALOG_TOPIC, REGION_PATTERN
@@ -149,7 +150,8 @@ class KafkaClients:
         self.bootstrap = settings.kafka_bootstrap
 
     def producer(self) -> AsyncProducer:
-        return AsyncProducer(self.bootstrap, statistics=True)
+        # librdkafka's messages through our logger, not raw on stderr (gateway/logs.py)
+        return AsyncProducer(self.bootstrap, {"logger": LIBRDKAFKA}, statistics=True)
 
     def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
         return TopicAdmin(bootstrap, self.settings.replication_factor, fsync_durable_topics)
@@ -305,6 +307,11 @@ def build_app(
         parts.gauges.cancel()
         for task in parts.background:
             task.cancel()
+        # Let the cancelled loops finish: a coroutine left suspended keeps its frame, and
+        # with it the Kafka clients, alive past the broker's shutdown.
+        await asyncio.gather(
+            parts.backlog, parts.expiry, parts.gauges, *parts.background, return_exceptions=True
+        )
         await parts.move_tasks.close()  # before the producer and lease store close
         parts.ingest.stop()
         parts.producer.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp import web_app as aiohttp_web_app
 
 from dashboard.cli import add_dashboard_subcommand
 from gateway import logs
@@ -56,6 +58,7 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         default=defaults.iam_config,
         help="TOML file of accounts, users, groups and policies (KQS_IAM_CONFIG)",
     )
+    logs.add_log_format_argument(serve, defaults.log_format)
     serve.add_argument(
         "--accept-any-access-key",
         action="store_true",
@@ -131,6 +134,7 @@ def serve(args: argparse.Namespace) -> int:
         kafka_bootstrap=args.kafka_bootstrap,
         iam_config=args.iam_config,
         accept_any_access_key=args.accept_any_access_key,
+        log_format=args.log_format,
     )
     logs.configure(settings.log_format)
     try:
@@ -153,7 +157,23 @@ def serve(args: argparse.Namespace) -> int:
             )
             settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
         _run(_run_gateway(settings, directory))
+        _free_gateway()
     return 0
+
+
+def _free_gateway() -> None:
+    """Free the stopped gateway's objects, and with them its Kafka clients.
+
+    librdkafka clients (the admin clients above all, which have no close()) disconnect only
+    when their objects are freed. aiohttp caches each handler's middleware chain with its
+    app in a module-level LRU cache, which keeps the whole gateway alive after it stopped;
+    left there, its clients log "Connection refused" while the embedded broker shuts down.
+    """
+    cached = getattr(aiohttp_web_app, "_cached_build_middleware", None)
+    cache_clear = getattr(cached, "cache_clear", None)
+    if callable(cache_clear):
+        cache_clear()
+    gc.collect()
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:

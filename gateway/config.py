@@ -45,7 +45,7 @@ class Settings:
     accept_any_access_key: bool = field(
         default_factory=lambda: os.environ.get("KQS_ACCEPT_ANY_ACCESS_KEY", "") in ("1", "true")
     )
-    log_format: str = field(default_factory=lambda: os.environ.get("KQS_LOG_FORMAT", "json"))
+    log_format: str = field(default_factory=lambda: os.environ.get("KQS_LOG_FORMAT", "auto"))
     # Analytics events (`__kqs_events`): queue gauges every this many seconds, the cluster
     # they go to (empty: the gateway's), and how many may wait for Kafka before drops begin.
     gauge_interval_s: float = field(

@@ -1,38 +1,89 @@
 """Publishes every queue's Approximate* numbers to `__kqs_events` periodically.
 
-One `gauges` event per existing queue every `KQS_GAUGE_INTERVAL_S`, from the lease store's
-exact counters, so the analytics jobs can chart ApproximateNumberOfMessagesVisible,
--NotVisible, -Delayed and ApproximateAgeOfOldestMessage as CloudWatch does.
+Every `KQS_GAUGE_INTERVAL_S` (10 s), one `gauges` event per existing queue whose numbers
+changed since its last event, from the lease store's exact counters, so the analytics jobs
+can chart ApproximateNumberOfMessagesVisible, -NotVisible, -Delayed and
+ApproximateAgeOfOldestMessage as CloudWatch does. A queue whose numbers stay the same (an
+idle, empty queue) gets one event every `UNCHANGED_EVERY_S` (60 s) instead: still a sample
+in every one-minute window, but an idle gateway no longer hands the Spark jobs new events
+every 10 s, which made them run a batch per query per trigger with nothing to count.
+(A queue holding messages changes anyway: the age of its oldest message grows.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 
 from gateway.events import EventSink
 from gateway.messages import MessageService
 from gateway.queues import QueueRegistry
+from lease_store.store import Counts
 
 log = logging.getLogger("kqs.gauges")
 
+UNCHANGED_EVERY_S = 60.0
 
-def publish_gauges_once(registry: QueueRegistry, messages: MessageService, sink: EventSink) -> int:
-    """One `gauges` event per queue; returns how many were published."""
+_Snapshot = tuple[Counts, int]
+
+
+class GaugeThrottle:
+    """Which queues' gauges to publish now: changed ones, and unchanged ones once a while."""
+
+    def __init__(
+        self,
+        unchanged_every_s: float = UNCHANGED_EVERY_S,
+        clock_s: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._unchanged_every_s = unchanged_every_s
+        self._clock_s = clock_s
+        self._last: dict[str, tuple[_Snapshot, float]] = {}
+
+    def due(self, key: str, snapshot: _Snapshot) -> bool:
+        now = self._clock_s()
+        last = self._last.get(key)
+        if last is not None and last[0] == snapshot and now - last[1] < self._unchanged_every_s:
+            return False
+        self._last[key] = (snapshot, now)
+        return True
+
+    def forget_except(self, keys: set[str]) -> None:
+        for key in [k for k in self._last if k not in keys]:
+            del self._last[key]
+
+
+def publish_gauges_once(
+    registry: QueueRegistry,
+    messages: MessageService,
+    sink: EventSink,
+    throttle: GaugeThrottle | None = None,
+) -> int:
+    """One `gauges` event per queue (without `throttle`: every queue; with it: those due);
+    returns how many were published."""
     published = 0
-    for record in registry.all_active():
-        sink.gauges(record, messages.counts(record), messages.oldest_message_age_s(record))
+    active = registry.all_active()
+    for record in active:
+        counts = messages.counts(record)
+        age_s = messages.oldest_message_age_s(record)
+        if throttle is not None and not throttle.due(record.key, (counts, age_s)):
+            continue
+        sink.gauges(record, counts, age_s)
         published += 1
+    if throttle is not None:
+        throttle.forget_except({record.key for record in active})
     return published
 
 
 async def publish_gauges(
     registry: QueueRegistry, messages: MessageService, sink: EventSink, interval_s: float
 ) -> None:
+    throttle = GaugeThrottle()
     while True:
         await asyncio.sleep(interval_s)
         try:
-            publish_gauges_once(registry, messages, sink)
+            publish_gauges_once(registry, messages, sink, throttle)
         except Exception:
             # A failing pass (e.g. a queue deleted meanwhile) must not end the loop.
             log.exception("queue gauges not published")

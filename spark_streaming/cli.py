@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -27,6 +28,13 @@ def add_analytics_subcommand(
         "metrics and DLQ analytics from __kqs_events, to Kafka topics and Parquet files.",
     )
     add_run_arguments(analytics, master_default="local[2]")
+    analytics.add_argument(
+        "--log-format",
+        choices=("auto", "text", "json"),
+        default=os.environ.get("KQS_LOG_FORMAT", "auto"),
+        help="text (readable), json (one object per line), or auto: text on a terminal, "
+        "else json ($KQS_LOG_FORMAT, default %(default)s)",
+    )
     analytics.add_argument(
         "--dashboard-port",
         type=int,
@@ -89,9 +97,12 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     if _pyspark_missing():
         return 1
+    from gateway import logs
     from spark_streaming import jars, jobs
 
-    jobs.configure_logging()
+    logs.configure(args.log_format)
+    # py4j announces its callback server (the batch listener's channel) at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     args.bootstrap = _embedded_or_configured_bootstrap(args)
     try:
         resolved = jars.fetch()

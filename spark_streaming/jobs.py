@@ -18,27 +18,35 @@ its own checkpoint under ``<data dir>/analytics/checkpoints/<query>``:
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from spark_streaming import sinks, transforms
+from spark_streaming import progress, sinks, transforms
+from spark_streaming.progress import BatchListener
 from spark_streaming.settings import AnalyticsSettings, add_run_arguments, settings_from
 
 log = logging.getLogger("kqs.analytics")
 
-# On Ctrl-C, how long the running batches (all queries together) may take to finish.
-STOP_PATIENCE_S = 10.0
+# On Ctrl-C, how long the running batches (all queries together) may take to finish; the
+# queries and Spark then stop within a few seconds more (README: done within 10 s).
+STOP_PATIENCE_S = 4.0
+# How often the run loop checks that the queries are alive without being told (the
+# listener tells it at once; this only covers a listener call that never came).
+LIVENESS_CHECK_S = 30.0
 
 
 def build_session(
@@ -53,17 +61,55 @@ def build_session(
         .config("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
+        # Streaming queries never use adaptive execution; left on (the default), Spark warns
+        # at every query start that it disables it.
+        .config("spark.sql.adaptive.enabled", "false")
         # Closed windows reach the Parquet sink in a batch of their own even when no new
         # events arrive (default, stated because the file output depends on it).
         .config("spark.sql.streaming.noDataMicroBatches.enabled", "true")
     )
-    if master is not None:
+    if master is None:
+        spark = builder.getOrCreate()
+    else:
         builder = builder.master(master).config("spark.ui.enabled", "false")
-    if jars:
-        builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
-    spark = builder.getOrCreate()
+        if jars:
+            builder = builder.config("spark.jars", ",".join(str(jar) for jar in jars))
+        with _jvm_working_directory():
+            spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    _quiet_expected_warnings(spark)
     return spark
+
+
+@contextlib.contextmanager
+def _jvm_working_directory() -> Iterator[None]:
+    """Launch the driver JVM in a scratch directory of its own, not in the user's.
+
+    Spark 4.0 creates its session artifact root as the *relative* path ``artifacts/`` (and
+    ``spark-warehouse/`` once a table is touched) in the JVM's working directory, which it
+    inherits from this process when PySpark launches it. Only the launch happens in the
+    scratch directory; this process's own working directory is restored at once. The
+    scratch directory is removed when this process exits.
+    """
+    scratch = tempfile.mkdtemp(prefix="kqs-spark-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    here = os.getcwd()
+    os.chdir(scratch)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def _quiet_expected_warnings(spark: SparkSession) -> None:
+    """Stopping an idle query (we stop queries between batches) makes Spark's scheduler warn
+    "Failed to cancel job group ... Cannot find active jobs for it": nothing is wrong, so
+    that logger only reports errors."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.scheduler.DAGScheduler", jvm.org.apache.logging.log4j.Level.ERROR
+    )
 
 
 def read_events(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
@@ -87,7 +133,9 @@ def read_events(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
 def start_queries(
     spark: SparkSession, settings: AnalyticsSettings, trigger_s: float | None
 ) -> list[StreamingQuery]:
-    """Start the four queries (see the module docstring), micro-batches every ``trigger_s``.
+    """Start the four queries (see the module docstring), micro-batches every ``trigger_s``
+    for the Kafka outputs and every ``settings.file_trigger_seconds`` (at least ``trigger_s``)
+    for the Parquet ones.
 
     ``trigger_s=None`` processes what the topic holds now (availableNow), then stops.
 
@@ -99,6 +147,8 @@ def start_queries(
 
     def dlq() -> DataFrame:
         return transforms.build_dlq(read_events(spark, settings))
+
+    file_trigger_s = None if trigger_s is None else max(trigger_s, settings.file_trigger_seconds)
 
     return [
         sinks.to_kafka(
@@ -113,7 +163,7 @@ def start_queries(
             settings,
             settings.metrics_path,
             "metrics-parquet",
-            trigger_s,
+            file_trigger_s,
         ),
         sinks.to_kafka(
             transforms.dlq_records(dlq()), settings, settings.dlq_topic, "dlq-kafka", trigger_s
@@ -123,7 +173,7 @@ def start_queries(
             settings,
             settings.dlq_path,
             "dlq-parquet",
-            trigger_s,
+            file_trigger_s,
         ),
     ]
 
@@ -131,52 +181,42 @@ def start_queries(
 def run_available_now(spark: SparkSession, settings: AnalyticsSettings) -> None:
     """Process everything in the events topic now, then return (tests, backfills)."""
     sinks.prepare_topics(settings)
-    queries = start_queries(spark, settings, None)
+    with listening(spark, BatchListener()):
+        queries = start_queries(spark, settings, None)
+        try:
+            for query in queries:
+                query.awaitTermination()
+        finally:
+            for query in queries:
+                query.stop()
+
+
+@contextlib.contextmanager
+def listening(spark: SparkSession, listener: BatchListener) -> Iterator[BatchListener]:
+    """``listener`` hears the session's queries inside the block (see ``progress.py``)."""
+    handle = progress.add_listener(spark, listener)
     try:
-        for query in queries:
-            query.awaitTermination()
-            _log_progress(query, -1)
+        yield listener
     finally:
-        for query in queries:
-            query.stop()
-
-
-def _log_progress(query: StreamingQuery, last_logged: int) -> int:
-    """Log the batches of ``query`` finished since batch ``last_logged``; returns the newest."""
-    newest = last_logged
-    for progress in query.recentProgress:
-        batch = int(progress["batchId"])
-        if batch <= last_logged:
-            continue
-        newest = max(newest, batch)
-        durations: dict[str, Any] = progress.get("durationMs") or {}
-        sink: dict[str, Any] = progress.get("sink") or {}
-        log.info(
-            "batch",
-            extra={
-                "query": query.name,
-                "batch": batch,
-                "rows_in": progress.get("numInputRows", 0),
-                "rows_out": sink.get("numOutputRows"),  # the file sink does not count
-                "duration_ms": durations.get("triggerExecution"),
-                "watermark": (progress.get("eventTime") or {}).get("watermark"),
-            },
-        )
-    return newest
+        progress.remove_listener(spark, handle)
 
 
 def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -> int:
     """Run the four queries until SIGINT/SIGTERM; log one line per finished batch."""
-    stop = threading.Event()
+    wake = threading.Event()
+    stopping: list[str] = []
+
+    signalled: list[float] = []
 
     def request_stop(signum: int, _frame: types.FrameType | None) -> None:
-        log.info("stopping", extra={"signal": signal.Signals(signum).name})
-        stop.set()
+        stopping.append(signal.Signals(signum).name)
+        signalled.append(time.monotonic())
+        wake.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, request_stop)
-    sinks.prepare_topics(settings, stop=stop)
-    if stop.is_set():
+    sinks.prepare_topics(settings, stop=wake)
+    if stopping:
         return 0
     began = time.monotonic()
     spark = build_session(settings, jars, master)
@@ -184,6 +224,8 @@ def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -
     # whatever py4j call is running (a reentrant read that fails) and does not stop streaming
     # queries; ours only sets a flag the loop below acts on.
     signal.signal(signal.SIGINT, request_stop)
+    listener = BatchListener(changed=wake)
+    handle = progress.add_listener(spark, listener)
     queries: list[StreamingQuery] = []
     try:
         queries = start_queries(spark, settings, settings.trigger_seconds)
@@ -195,36 +237,55 @@ def run(settings: AnalyticsSettings, jars: Sequence[Path], master: str | None) -
                 "bootstrap": settings.bootstrap,
                 "events_topic": settings.events_topic,
                 "output": settings.analytics_dir,
+                "trigger_s": settings.trigger_seconds,
                 "startup_s": round(time.monotonic() - began, 1),
             },
         )
-        logged = {query.name: -1 for query in queries}
-        while not stop.is_set():
-            stop.wait(1.0)
-            for query in queries:
-                logged[query.name] = _log_progress(query, logged[query.name])
-                if not query.isActive:
+        # Nothing is polled: the listener logs each batch as Spark finishes it and wakes
+        # this loop when a query stops; the signal handler wakes it to stop. The timeout
+        # only guards against a lost listener call.
+        while not stopping:
+            wake.wait(LIVENESS_CHECK_S)
+            wake.clear()
+            stopped = [q for q in queries if not q.isActive]
+            if stopping:
+                break
+            if stopped or listener.failed():
+                for query in stopped:
                     error = query.exception()
                     log.error("query stopped", extra={"query": query.name, "error": str(error)})
-                    return 1
+                return 1
+        log.info("stopping", extra={"signal": stopping[0]})
         return 0
     finally:
-        deadline = time.monotonic() + STOP_PATIENCE_S
-        for query in queries:
-            _stop_between_batches(query, deadline)
+        _stop_queries(queries, time.monotonic() + STOP_PATIENCE_S)
+        progress.remove_listener(spark, handle)
         spark.stop()
-        log.info("analytics stopped")
+        extra = {"seconds": round(time.monotonic() - signalled[0], 1)} if signalled else {}
+        log.info("analytics stopped", extra=extra)
 
 
-def _stop_between_batches(query: StreamingQuery, deadline: float) -> None:
-    """Stop ``query``, after its running batch if that ends before ``deadline`` (monotonic).
+def _stop_queries(queries: Sequence[StreamingQuery], deadline: float) -> None:
+    """Stop every query, each after its running batch if that ends before ``deadline``
+    (monotonic), all at once: stopping a query waits for its thread, and one after another
+    those waits add up.
 
     A batch cut short is simply run again from the checkpoint at the next start (Spark logs
     the aborted write as an error), but letting it finish avoids repeating its Kafka output.
     """
-    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
-        time.sleep(0.2)
-    query.stop()
+
+    def stop(query: StreamingQuery) -> None:
+        while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        query.stop()
+
+    stoppers = [
+        threading.Thread(target=stop, args=(query,), name=f"stop-{query.name}") for query in queries
+    ]
+    for stopper in stoppers:
+        stopper.start()
+    for stopper in stoppers:
+        stopper.join()
 
 
 class KeyValueFormatter(logging.Formatter):

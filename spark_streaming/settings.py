@@ -30,6 +30,9 @@ class AnalyticsSettings:
     data_dir: str = field(default_factory=lambda: os.environ.get("KQS_DATA_DIR", "data"))
     master: str = field(default_factory=lambda: os.environ.get("KQS_SPARK_MASTER", "local[2]"))
     trigger_seconds: float = 10.0
+    # The Parquet queries only write windows the watermark closed (at most one a minute per
+    # queue): a batch a minute is enough, and costs a sixth of one every 10 s.
+    file_trigger_seconds: float = 60.0
     # Events later than this behind the newest event time seen are dropped; windows close (and
     # reach the Parquet files) this long after their end.
     watermark_seconds: int = 60
@@ -90,6 +93,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, master_default: str | 
         help="micro-batch interval (default %(default)s)",
     )
     parser.add_argument(
+        "--file-trigger-seconds",
+        type=float,
+        default=defaults.file_trigger_seconds,
+        help="micro-batch interval of the Parquet outputs (closed windows; default %(default)s)",
+    )
+    parser.add_argument(
         "--watermark-seconds",
         type=int,
         default=defaults.watermark_seconds,
@@ -109,6 +118,7 @@ def settings_from(args: argparse.Namespace) -> AnalyticsSettings:
         bootstrap=args.bootstrap or AnalyticsSettings().bootstrap,
         data_dir=str(args.data_dir),
         trigger_seconds=args.trigger_seconds,
+        file_trigger_seconds=args.file_trigger_seconds,
         watermark_seconds=args.watermark_seconds,
         starting_offsets=args.starting_offsets,
     )

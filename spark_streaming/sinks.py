@@ -46,7 +46,12 @@ def prepare_topics(
     except ImportError:  # on a cluster driver without confluent-kafka: rely on the broker
         log.warning("confluent-kafka not installed; not creating the output topics")
         return
-    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    # librdkafka's messages through logging, not raw on stderr (served by poll(), below).
+    config: dict[str, Any] = {
+        "bootstrap.servers": settings.bootstrap,
+        "logger": logging.getLogger("kqs.librdkafka"),
+    }
+    admin = AdminClient(config)
     stop = stop or threading.Event()
     announced = ""
     while not stop.is_set():
@@ -59,6 +64,7 @@ def prepare_topics(
                 _create_outputs(admin, NewTopic, settings, existing, timeout_s)
                 return
             reason = f"waiting for {settings.events_topic} (the gateway creates it)"
+        admin.poll(0)  # serves librdkafka's log messages
         if reason != announced:
             log.info(reason)
             announced = reason

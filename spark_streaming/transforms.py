@@ -15,8 +15,8 @@ Structured Streaming refuses on a stream (sorting, window functions, joins). The
   five CloudWatch statistics: Sum, Average (= Sum / SampleCount), Minimum, Maximum,
   SampleCount (number of samples).
 * ``build_dlq``: ``moved_to_dlq`` events -> per (account, DLQ, source queue, window) the
-  arrivals, statistics of the receive count and of the age at the move (seconds), and the
-  top message-attribute values with their counts.
+  arrivals, statistics of the receive count and of the age at the move (seconds), the
+  count of every message-attribute value (``attribute_counts``), and the top ones.
 * ``metrics_records`` / ``dlq_records``: result rows -> Kafka (key, value) JSON records,
   the fixed formats in docs/ARCHITECTURE.md ("Analytics (Spark)").
 
@@ -194,15 +194,23 @@ def build_dlq(events: DataFrame, window: str = WINDOW, top: int = TOP_ATTRIBUTES
         "receive_count",
         "age_at_move_s",
         top_attribute_values(F.col("moves_with_attributes"), top).alias("top_attributes"),
+        attribute_counts(F.col("moves_with_attributes")).alias("attribute_counts"),
     )
 
 
 def top_attribute_values(moves: Column, top: int = TOP_ATTRIBUTES) -> Column:
-    """array<struct<n, attributes map>> -> the ``top`` most frequent (name, value, count).
+    """array<struct<n, attributes map>> -> the ``top`` most frequent (name, value, count)."""
+    return F.slice(attribute_counts(moves), 1, top)
+
+
+def attribute_counts(moves: Column) -> Column:
+    """array<struct<n, attributes map>> -> every (name, value, count), most frequent first.
 
     Ties rank by name, then value. Each (name, value) counts the messages (``n``) that
     carried it. The pairs are sorted so that equal ones are adjacent; each run's start is
-    found by comparing neighbours, and a run's count is the sum over its slice.
+    found by comparing neighbours, and a run's count is the sum over its slice. Every value
+    is kept, so counts of several windows add up exactly (a per-window top list would drop
+    the values outside each window's top).
     """
     entries = F.flatten(
         F.transform(
@@ -258,7 +266,7 @@ def top_attribute_values(moves: Column, top: int = TOP_ATTRIBUTES) -> Column:
             .otherwise(0)
         )
 
-    return F.slice(F.array_sort(counted, by_rank), 1, top)
+    return F.array_sort(counted, by_rank)
 
 
 def _epoch_ms(column: str) -> Column:
@@ -294,6 +302,7 @@ def dlq_records(dlq: DataFrame) -> DataFrame:
         "receive_count",
         "age_at_move_s",
         "top_attributes",
+        "attribute_counts",
     )
     return dlq.select(
         F.concat_ws("/", "account", "dlq").alias("key"), F.to_json(value).alias("value")

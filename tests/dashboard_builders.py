@@ -76,7 +76,20 @@ def dlq_window(
     ages_s: list[float],
     top_attributes: Iterable[tuple[str, str, int]] = (),
     account: str = ACCOUNT,
+    attribute_counts: Iterable[tuple[str, str, int]] | None = None,
 ) -> dict[str, Any]:
+    """A `__kqs_dlq_analytics` value; `attribute_counts` None leaves the field out, as records
+    written before Spark carried every value's count did."""
+    counts = (
+        {}
+        if attribute_counts is None
+        else {
+            "attribute_counts": [
+                {"name": name, "value": value, "count": count}
+                for name, value, count in attribute_counts
+            ]
+        }
+    )
     return {
         "v": 1,
         "account": account,
@@ -92,6 +105,7 @@ def dlq_window(
         "top_attributes": [
             {"name": name, "value": value, "count": count} for name, value, count in top_attributes
         ],
+        **counts,
     }
 
 

@@ -6,8 +6,11 @@ The lifecycle test downloads the jars on its first run (cached in $KQS_CACHE_DIR
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -110,6 +113,41 @@ def test_broker_lifecycle(data_dir: Path) -> None:
         with broker.EmbeddedBroker(data_dir, port=port, controller_port=controller_port) as same:
             assert same.pid == restarted.pid and not same.started
         assert broker.status(data_dir).running
+    assert not broker.status(data_dir).running
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (as a `kqs serve` killed with SIGKILL has)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_a_broker_whose_owner_died_is_adopted_and_stopped_by_the_next_embedder(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a broker started without an owner, as `kqs kafka start` does
+    port, controller_port = _free_port(), _free_port()
+    info = broker.start(data_dir, port=port, controller_port=controller_port)
+    assert broker.status(data_dir).owner_pid is None
+    # When an embedder (`kqs serve`) finds it running, it is not adopted: it outlives it
+    with broker.EmbeddedBroker(data_dir, port=port, controller_port=controller_port) as found:
+        assert (found.pid, found.started, found.adopted) == (info.pid, False, False)
+    assert broker.status(data_dir).running
+    assert broker_cli.main(["status", "--data-dir", str(data_dir.parent)]) == 0
+    assert "owner: none" in capsys.readouterr().out
+
+    # Given the broker's recorded owner is a process that is gone (a SIGKILLed `kqs serve`)
+    state = json.loads((data_dir / "broker.json").read_text())
+    (data_dir / "broker.json").write_text(json.dumps({**state, "owner_pid": _dead_pid()}))
+    assert broker_cli.main(["status", "--data-dir", str(data_dir)]) == 0
+    assert "gone; the next `kqs serve` of this data dir adopts it" in capsys.readouterr().out
+    # When the next embedder starts, it adopts the broker: owned by it while it runs
+    with broker.EmbeddedBroker(data_dir, port=port, controller_port=controller_port) as adopted:
+        assert (adopted.pid, adopted.started, adopted.adopted) == (info.pid, False, True)
+        status = broker.status(data_dir)
+        assert (status.owner_pid, status.owner_alive) == (os.getpid(), True)
+    # Then it stops the broker at exit, like one it started
     assert not broker.status(data_dir).running
 
 

@@ -22,7 +22,13 @@ import pytest
 from dashboard.feed import Topics
 from dashboard.server import DashboardServer
 from tests.browser import dump_dom, find_chromium, screenshot
-from tests.dashboard_builders import create_topics, produce, sample_traffic, summary_when
+from tests.dashboard_builders import (
+    Record,
+    create_topics,
+    produce,
+    sample_traffic,
+    summary_when,
+)
 from tests.harness import free_port
 
 QUEUE_CHARTS = {"depth", "rates", "empty", "age"}
@@ -40,9 +46,12 @@ def chromium() -> str:
     return found
 
 
+Sample = tuple[DashboardServer, dict[str, Any], list[Record]]
+
+
 @pytest.fixture(scope="module")
-def sample_dashboard(kafka_bootstrap: str) -> Iterator[tuple[DashboardServer, dict[str, Any]]]:
-    """The dashboard once it has read the whole sample, and its summary then."""
+def sample_dashboard(kafka_bootstrap: str) -> Iterator[Sample]:
+    """The dashboard once it has read the whole sample, its summary then, and the sample."""
     suffix = uuid.uuid4().hex[:10]
     topics = Topics(f"page-metrics-{suffix}", f"page-dlq-{suffix}", f"page-events-{suffix}")
     create_topics(kafka_bootstrap, topics)
@@ -52,7 +61,7 @@ def sample_dashboard(kafka_bootstrap: str) -> Iterator[tuple[DashboardServer, di
         summary = summary_when(
             server, lambda s: sum(s["feed"]["records"].values()) == len(records), timeout_s=90
         )
-        yield server, summary
+        yield server, summary, records
 
 
 class _Page(HTMLParser):
@@ -120,11 +129,9 @@ def _figure(text: list[str], label: str) -> str:
     return text[text.index(label) + 1]
 
 
-def test_the_page_draws_every_chart_with_data(
-    chromium: str, sample_dashboard: tuple[DashboardServer, dict[str, Any]]
-) -> None:
+def test_the_page_draws_every_chart_with_data(chromium: str, sample_dashboard: Sample) -> None:
     # Given the dashboard over the sample's three queues and two DLQs
-    server, summary = sample_dashboard
+    server, summary, _ = sample_dashboard
     # When chromium loads the page and its scripts run
     page = _Page()
     page.feed(dump_dom(chromium, server.url))
@@ -159,12 +166,49 @@ def test_the_page_draws_every_chart_with_data(
     assert "records" in page.status and "unreachable" not in page.status
 
 
-def test_a_screenshot_of_the_page_is_taken(
-    chromium: str,
-    sample_dashboard: tuple[DashboardServer, dict[str, Any]],
-    tmp_path: Path,
+TOTALS = {
+    "Sent": "NumberOfMessagesSent",
+    "Received": "NumberOfMessagesReceived",
+    "Deleted": "NumberOfMessagesDeleted",
+    "Moved to DLQ": "NumberOfMessagesMovedToDLQ",
+}
+
+
+def test_each_card_shows_the_totals_of_the_known_workload(
+    chromium: str, sample_dashboard: Sample
 ) -> None:
-    server, _ = sample_dashboard
+    # Given the dashboard over 45 minutes of known records (one per queue, metric and minute)
+    server, _, records = sample_dashboard
+    sums: dict[tuple[str, str], float] = {}
+    arrivals: dict[str, int] = {}
+    for _, _, value in records:
+        if "metric" in value:
+            key = (value["queue"], value["metric"])
+            sums[key] = sums.get(key, 0.0) + value["sum"]
+        elif "dlq" in value:
+            arrivals[value["dlq"]] = arrivals.get(value["dlq"], 0) + value["arrivals"]
+    # When chromium loads the page
+    page = _Page()
+    page.feed(dump_dom(chromium, server.url))
+    # Then each queue card shows, over the range shown, what was sent, received, deleted and
+    # moved to a DLQ, equal to the sample's sums
+    for queue in ("orders", "payments", "emails"):
+        text = page.cards[f"queue:{queue}"]["text"]
+        assert any(t.startswith("Totals since ") for t in text), text
+        shown = {label: _figure(text, label) for label in TOTALS}
+        assert shown == {
+            label: _compact(round(sums[(queue, metric)])) for label, metric in TOTALS.items()
+        }, queue
+    assert sums[("orders", "NumberOfMessagesMovedToDLQ")] > 0
+    # and each DLQ card its arrivals
+    for dlq, total in arrivals.items():
+        assert _figure(page.cards[f"dlq:{dlq}"]["text"], "Arrivals") == _compact(total)
+
+
+def test_a_screenshot_of_the_page_is_taken(
+    chromium: str, sample_dashboard: Sample, tmp_path: Path
+) -> None:
+    server, _, _ = sample_dashboard
     path = tmp_path / "dashboard.png"
     screenshot(chromium, server.url, path, width=1400, height=1400)
     png = path.read_bytes()

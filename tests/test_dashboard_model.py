@@ -244,6 +244,66 @@ def test_dlq_summary_merges_windows_and_top_attribute_values() -> None:
         {"name": "error", "value": "Timeout", "count": 3},
         {"name": "tenant", "value": "acme", "count": 3},
     ]
+    # ... from the windows' top lists only (records without every value's count): approximate
+    assert dlq["top_attributes_exact"] is False
+
+
+def test_top_attribute_values_are_exact_over_windows_with_more_values_than_shown() -> None:
+    # Given three minutes of moves with 16 distinct values in all, each minute's top 5 list
+    # leaving some out: region=us twice a minute (in no minute's top 5, yet the largest
+    # total), and customers c0..c14, five a minute, each 3 or 4 times in one minute only
+    model = DashboardModel()
+    expected: dict[tuple[str, str], int] = {("region", "us"): 6}
+    for minute in range(3):
+        customers = {f"c{k}": 3 + k % 2 for k in range(minute * 5, minute * 5 + 5)}
+        expected.update({("customer", c): n for c, n in customers.items()})
+        counts = sorted(
+            [("customer", c, n) for c, n in customers.items()] + [("region", "us", 2)],
+            key=lambda item: (-item[2], item[0], item[1]),
+        )
+        assert ("region", "us", 2) not in counts[:5]
+        record = decode_dlq(
+            json.dumps(
+                dlq_window("q-dlq", "q", T0 + minute * MINUTE_MS, 5, [2], [1.0], counts[:5],
+                           attribute_counts=counts)
+            )
+        )  # fmt: skip
+        assert record is not None
+        model.apply_dlq(record)
+    # When summarised
+    (dlq,) = model.summary(T0 + 4 * MINUTE_MS)["dlqs"]
+    # Then the list holds the 10 largest exact totals (ties by name, then value), and says so
+    ranked = sorted(expected.items(), key=lambda item: (-item[1], item[0]))[:10]
+    assert dlq["top_attributes"] == [
+        {"name": name, "value": value, "count": count} for (name, value), count in ranked
+    ]
+    assert dlq["top_attributes"][0] == {"name": "region", "value": "us", "count": 6}
+    assert dlq["top_attributes_exact"] is True
+    assert dlq["distinct_attribute_values"] == len(expected) == 16
+
+
+def test_a_queue_card_totals_the_counts_and_a_dlq_its_arrivals() -> None:
+    # Given two minutes of a source queue and one of its DLQ's arrivals
+    model = DashboardModel()
+    for minute, (sent, moved) in enumerate([(40, 2), (25, 3)]):
+        start = T0 + minute * MINUTE_MS
+        fold_metric(model, queue="q", name="NumberOfMessagesSent", window_start_ms=start,
+                    total=sent)  # fmt: skip
+        fold_metric(model, queue="q", name="NumberOfMessagesMovedToDLQ", window_start_ms=start,
+                    total=moved)  # fmt: skip
+        fold_metric(model, queue="q-dlq", name="ApproximateNumberOfMessagesVisible",
+                    window_start_ms=start, total=moved)  # fmt: skip
+        record = decode_dlq(json.dumps(dlq_window("q-dlq", "q", start, moved, [3], [1.0])))
+        assert record is not None
+        model.apply_dlq(record)
+    # When summarised
+    queues = {q["queue"]: q for q in model.summary(T0 + 3 * MINUTE_MS)["queues"]}
+    # Then the source's totals count what it sent and moved, the DLQ's what arrived
+    assert queues["q"]["totals"]["sent"] == 65
+    assert queues["q"]["totals"]["moved_to_dlq"] == 5
+    assert (queues["q"]["is_dlq"], queues["q"]["totals"]["dlq_arrivals"]) == (False, 0)
+    assert (queues["q-dlq"]["is_dlq"], queues["q-dlq"]["totals"]["dlq_arrivals"]) == (True, 5)
+    assert queues["q"]["totals_since_ms"] == T0
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.harness import GatewayProcess, json_client, signed_headers
+from tests.harness import GatewayProcess, free_port, json_client, signed_headers
+from topology import broker
 
 SENDERS = 4
 
@@ -183,3 +184,49 @@ def test_sigterm_during_long_poll_and_sends(kafka_bootstrap: str, tmp_path: Path
         assert _drain(sqs, work_url, len(expected)) >= expected
     finally:
         gateway.stop()
+
+
+def test_a_killed_gateways_broker_is_adopted_and_stopped_cleanly_by_the_next_one(
+    tmp_path: Path,
+) -> None:
+    # Given `kqs serve` with its embedded broker, and a message in a queue
+    env = {"KQS_KAFKA_PORT": str(free_port()), "KQS_KAFKA_CONTROLLER_PORT": str(free_port())}
+    gateway = GatewayProcess(tmp_path / "gateway", bootstrap="", env=env)
+    kafka_dir = tmp_path / "gateway" / "kafka"
+    try:
+        gateway.start(timeout_s=180)
+        sqs = json_client(gateway.endpoint)
+        url = sqs.create_queue(QueueName=f"orphan-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+        sent = sqs.send_message(QueueUrl=url, MessageBody="kept")["MessageId"]
+        first_pid = gateway.pid
+
+        # When the gateway is killed with SIGKILL, its broker outlives it, owned by nobody
+        gateway.kill()
+        status = broker.status(kafka_dir)
+        assert status.running and status.owner_pid == first_pid and not status.owner_alive
+
+        # When the next `kqs serve` starts, it adopts that broker (the message is there)
+        gateway.start(timeout_s=180)
+        status = broker.status(kafka_dir)
+        assert (status.owner_pid, status.owner_alive) == (gateway.pid, True)
+        received = json_client(gateway.endpoint).receive_message(QueueUrl=url, WaitTimeSeconds=5)
+        assert [m["MessageId"] for m in received["Messages"]] == [sent]
+        logged_before_stop = gateway.log_path.stat().st_size
+
+        # and is stopped with SIGTERM
+        assert gateway.terminate() == 0
+
+        # Then the broker stopped with it, and the stop logged no error: the gateway's Kafka
+        # clients were closed before the broker, and librdkafka writes no raw lines
+        assert not broker.status(kafka_dir).running
+        with gateway.log_path.open("rb") as log:
+            log.seek(logged_before_stop)
+            stop_lines = log.read().decode(errors="replace").splitlines()
+        _report("stop: " + " | ".join(stop_lines))
+        assert not [line for line in stop_lines if not line.startswith("{")], stop_lines
+        levels = {json.loads(line)["level"] for line in stop_lines}
+        assert levels <= {"info"}, stop_lines
+        assert any("broker stopped" in line for line in stop_lines)
+    finally:
+        gateway.stop()
+        broker.stop(kafka_dir, timeout=10)

@@ -190,6 +190,11 @@ def test_dlq_analytics_per_source_count_arrivals_receive_counts_ages_and_top_att
                     Row(name="n", value="2", count=1),
                     Row(name="n", value="3", count=1),
                 ],
+                attribute_counts=[
+                    Row(name="color", value="red", count=2),
+                    Row(name="color", value="blue", count=1),
+                    *(Row(name="n", value=str(i), count=1) for i in range(1, 7)),
+                ],
             ),
             Row(
                 account=ACCOUNT, dlq="dlq", source_queue="billing", window_start=m0[0],
@@ -197,8 +202,48 @@ def test_dlq_analytics_per_source_count_arrivals_receive_counts_ages_and_top_att
                 receive_count=Row(sum=2.0, average=2.0, minimum=2.0, maximum=2.0, sample_count=1),
                 age_at_move_s=Row(sum=0.5, average=0.5, minimum=0.5, maximum=0.5, sample_count=1),
                 top_attributes=[Row(name="tier", value="gold", count=1)],
+                attribute_counts=[Row(name="tier", value="gold", count=1)],
             ),
         ],
+    )  # fmt: skip
+
+
+def test_attribute_counts_of_several_windows_add_up_to_the_exact_counts(
+    spark: SparkSession,
+) -> None:
+    # Given 12 distinct values (more than the 5 a window's top list holds) spread over three
+    # minutes so that each minute has a different leader: region=us once a minute (3 in all)
+    # never tops a minute, customer=c<k> k+1 times in minute k % 3
+    moves = []
+    for minute in range(3):
+        moves.append(moved_at(minute, 1, region="us"))
+    second = 2
+    for k in range(9):
+        for _ in range(k % 4 + 1):
+            moves.append(moved_at(k % 3, second, customer=f"c{k}"))
+            second += 1
+    raw = kafka_rows(spark, *moves)
+    # When aggregated per minute
+    rows = transforms.build_dlq(transforms.parse_events(raw)).collect()
+    # Then each minute's top list is cut at 5, but its counts carry every value, and summing
+    # the counts over the minutes gives each value's exact total
+    assert len(rows) == 3
+    assert all(len(row.top_attributes) <= 5 for row in rows)
+    totals: dict[tuple[str, str], int] = {}
+    for row in rows:
+        for entry in row.attribute_counts:
+            key = (entry.name, entry.value)
+            totals[key] = totals.get(key, 0) + entry["count"]
+    expected = {("region", "us"): 3, **{("customer", f"c{k}"): k % 4 + 1 for k in range(9)}}
+    assert totals == expected
+    assert len(expected) > 5
+
+
+def moved_at(minute: int, second: int, **attributes: str) -> dict[str, Any]:
+    return event(
+        "moved_to_dlq", at(minute, second % 60), queue="dlq",
+        message_id=f"m{minute}-{second}", receive_count=2, age_ms=1000, source_queue="src",
+        attributes=attributes,
     )  # fmt: skip
 
 
@@ -239,6 +284,7 @@ def test_results_become_kafka_records_in_the_fixed_json_formats(spark: SparkSess
                 "receive_count": stats,
                 "age_at_move_s": {**stats, "sum": 1.5, "average": 1.5, "minimum": 1.5, "maximum": 1.5},
                 "top_attributes": [],
+                "attribute_counts": [],
             },
         )
     ]  # fmt: skip

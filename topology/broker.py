@@ -12,13 +12,18 @@ a broker needs. So this module:
   answers metadata requests;
 * ``stop`` / ``status`` find that JVM again through a pid file in the data directory, so
   they work from a different process (``kqs kafka stop`` after ``kqs kafka start``);
-* ``EmbeddedBroker`` ties start/stop to a ``with`` block for ``kqs serve`` and tests.
+* ``EmbeddedBroker`` ties start/stop to a ``with`` block for ``kqs serve`` and tests. It
+  records its process as the broker's owner; a later ``EmbeddedBroker`` that finds the
+  broker running after its owner died (``kqs serve`` killed with SIGKILL) adopts it and
+  stops it at exit like its own, so no broker outlives every gateway. A broker started by
+  ``kqs kafka start`` has no owner process and is never stopped by anyone else.
 
 Everything about a running broker lives in its data directory::
 
     <data_dir>/server.properties   generated broker config (rewritten on every start)
     <data_dir>/log4j2.xml          generated logging config: INFO to broker.log, not console
-    <data_dir>/broker.json         host and ports, so status/stop know the bootstrap address
+    <data_dir>/broker.json         host and ports (so status/stop know the bootstrap address),
+                                   and the pid of the process that owns the broker, if any
     <data_dir>/broker.pid          pid of the JVM while it runs
     <data_dir>/broker.log          the broker's own log
     <data_dir>/broker.out          JVM stdout/stderr (crashes before logging starts land here)
@@ -42,7 +47,7 @@ import subprocess
 import time
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape as xml_escape
@@ -95,7 +100,9 @@ class BrokerError(RuntimeError):
 
 @dataclass(frozen=True)
 class BrokerInfo:
-    """A running broker. ``started`` is False when ``start`` found one already running."""
+    """A running broker. ``started`` is False when ``start`` found one already running;
+    ``adopted`` is True when that one's owner process had died and the caller took it over
+    (then the caller stops it, as if it had started it)."""
 
     pid: int
     host: str
@@ -103,6 +110,7 @@ class BrokerInfo:
     controller_port: int
     data_dir: Path
     started: bool
+    adopted: bool = False
 
     @property
     def bootstrap(self) -> str:
@@ -121,6 +129,10 @@ class BrokerStatus:
     pid: int | None
     bootstrap: str | None
     data_dir: Path
+    # The process that stops the broker when it exits (`kqs serve`), if any, and whether it
+    # still runs; None for a broker started by `kqs kafka start`.
+    owner_pid: int | None = None
+    owner_alive: bool = False
 
     @property
     def log_file(self) -> Path:
@@ -279,6 +291,7 @@ def start(
     heap: str = DEFAULT_HEAP,
     cache_dir: Path | None = None,
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
+    owner_pid: int | None = None,
 ) -> BrokerInfo:
     """Start (or find already running) the single-node KRaft broker of ``data_dir``.
 
@@ -287,6 +300,11 @@ def start(
     append to every topic before it is acknowledged (broker-wide). The gateway does not need
     it: it asks for fsync per topic, on the topics that hold a durable record
     (`topology/admin.py`, `FSYNC_EACH_APPEND`); the rest stays in the page cache.
+
+    ``owner_pid``: the process that will stop the broker (``EmbeddedBroker``), recorded in
+    ``broker.json``. If the broker is already running and its recorded owner is a process
+    that no longer runs, it is adopted: ``owner_pid`` becomes its owner and the result says
+    ``adopted``. A broker without an owner (``kqs kafka start``) is never adopted.
     """
     data_dir = Path(data_dir).expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -295,13 +313,14 @@ def start(
     with file_lock.exclusive(data_dir / _LOCK_FILE):
         running = _running_pid(data_dir)
         if running is not None:
-            return _already_running(data_dir, running, host, port, controller_port, ready_timeout)
+            info = _already_running(data_dir, running, host, port, controller_port, ready_timeout)
+            return _adopt_if_orphaned(info, owner_pid)
         _pid_file(data_dir).unlink(missing_ok=True)  # stale: its process is gone
         for p in (port, controller_port):
             _ensure_port_free(host, p)
         home = fetch(cache_dir)
         java = _require_java()
-        _write_state(data_dir, host, port, controller_port)
+        _write_state(data_dir, host, port, controller_port, owner_pid)
         config = _write_server_properties(
             data_dir, host, port, controller_port, flush_every_message
         )
@@ -370,6 +389,35 @@ def _already_running(
     return info
 
 
+def _adopt_if_orphaned(info: BrokerInfo, owner_pid: int | None) -> BrokerInfo:
+    """Take over a running broker whose owner process died (see ``start``)."""
+    if owner_pid is None:
+        return info
+    state = _read_state(info.data_dir)
+    previous = state.get("owner_pid")
+    if not isinstance(previous, int) or previous == owner_pid or _owner_alive(previous):
+        return info
+    state["owner_pid"] = owner_pid
+    _atomic_write(info.data_dir / _STATE_FILE, json.dumps(state, indent=2) + "\n")
+    logger.warning(
+        "adopting broker pid=%d: the process that started it (pid %d) is gone; it will be "
+        "stopped when this process exits",
+        info.pid,
+        previous,
+    )
+    return replace(info, adopted=True)
+
+
+def _owner_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
 def _ensure_port_free(host: str, port: int) -> None:
     # SO_REUSEADDR mirrors what the JVM does, so a socket lingering in TIME_WAIT doesn't
     # count as "in use" but a live listener does.
@@ -384,13 +432,17 @@ def _ensure_port_free(host: str, port: int) -> None:
             ) from exc
 
 
-def _write_state(data_dir: Path, host: str, port: int, controller_port: int) -> None:
-    state = {
+def _write_state(
+    data_dir: Path, host: str, port: int, controller_port: int, owner_pid: int | None
+) -> None:
+    state: dict[str, Any] = {
         "host": host,
         "port": port,
         "controller_port": controller_port,
         "kafka_version": KAFKA_VERSION,
     }
+    if owner_pid is not None:
+        state["owner_pid"] = owner_pid
     _atomic_write(data_dir / _STATE_FILE, json.dumps(state, indent=2) + "\n")
 
 
@@ -644,7 +696,16 @@ def status(data_dir: Path) -> BrokerStatus:
     pid = _running_pid(data_dir)
     state = _read_state(data_dir)
     bootstrap = f"{state['host']}:{state['port']}" if "host" in state and "port" in state else None
-    return BrokerStatus(running=pid is not None, pid=pid, bootstrap=bootstrap, data_dir=data_dir)
+    owner = state.get("owner_pid")
+    owner_pid = owner if isinstance(owner, int) else None
+    return BrokerStatus(
+        running=pid is not None,
+        pid=pid,
+        bootstrap=bootstrap,
+        data_dir=data_dir,
+        owner_pid=owner_pid,
+        owner_alive=owner_pid is not None and _owner_alive(owner_pid),
+    )
 
 
 def _pid_file(data_dir: Path) -> Path:
@@ -735,8 +796,9 @@ def _last_line_matching(path: Path, pattern: str) -> str | None:
 class EmbeddedBroker:
     """A broker tied to a ``with`` block, e.g. for ``kqs serve`` or a test session.
 
-    On exit it stops the broker only if it launched it: a broker that was already running
-    (say from ``kqs kafka start``) belongs to whoever started it.
+    On exit it stops the broker if it launched it, or adopted it from an owner that died
+    (``start``): a broker that was already running with its owner alive, or from ``kqs kafka
+    start``, belongs to whoever started it.
     """
 
     def __init__(
@@ -779,11 +841,12 @@ class EmbeddedBroker:
             heap=self.heap,
             cache_dir=self.cache_dir,
             ready_timeout=self.ready_timeout,
+            owner_pid=os.getpid(),
         )
         return self.info
 
     def stop(self) -> None:
-        if self.info is not None and self.info.started:
+        if self.info is not None and (self.info.started or self.info.adopted):
             stop(self.data_dir, timeout=self.stop_timeout)
         self.info = None
 

@@ -66,6 +66,7 @@ def add_kafka_subcommands(
         help="seconds to wait before SIGKILL (%(default)s)",
     )
     stop.set_defaults(func=_guarded(_cmd_stop))
+    # `kqs serve --data-dir D` keeps its broker in D/kafka: stop and status take either.
 
     status = commands.add_parser("status", help="show whether the broker runs (exit 3 if not)")
     _add_data_dir(status)
@@ -114,19 +115,37 @@ def _cmd_start(args: argparse.Namespace) -> int:
 
 
 def _cmd_stop(args: argparse.Namespace) -> int:
-    stopped = broker.stop(args.data_dir, timeout=args.timeout)
+    stopped = broker.stop(broker_dir(args.data_dir), timeout=args.timeout)
     _out("kafka broker stopped" if stopped else "kafka broker was not running")
     return 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    st = broker.status(args.data_dir)
+    st = broker.status(broker_dir(args.data_dir))
     if not st.running:
-        _out("kafka broker not running")
+        _out(f"kafka broker not running (data dir {st.data_dir})")
         return 3  # like `systemctl status`: scripts can test for "not running"
     _out(f"kafka broker running (pid {st.pid}), bootstrap: {st.bootstrap}")
+    _out(f"data dir: {st.data_dir}")
+    if st.owner_pid is None:
+        _out("owner: none (started by `kqs kafka start`; stop it with `kqs kafka stop`)")
+    elif st.owner_alive:
+        _out(f"owner: pid {st.owner_pid} (`kqs serve`), which stops it when it exits")
+    else:
+        _out(
+            f"owner: pid {st.owner_pid}, gone; the next `kqs serve` of this data dir adopts "
+            "it and stops it at exit (or: `kqs kafka stop`)"
+        )
     _out(f"log: {st.log_file}")
     return 0
+
+
+def broker_dir(data_dir: Path) -> Path:
+    """The broker's own directory: ``data_dir`` itself, or ``data_dir/kafka`` when given the
+    data dir of ``kqs serve`` (whose embedded broker lives there)."""
+    if not (data_dir / "broker.json").exists() and (data_dir / "kafka" / "broker.json").exists():
+        return data_dir / "kafka"
+    return data_dir
 
 
 def _out(line: str) -> None:

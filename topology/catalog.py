@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from topology.admin import TopicAdmin
+from topology.client_log import LIBRDKAFKA
 from topology.consuming import watermarks
 from topology.names import CATALOG_TOPIC, catalog_key, queue_topic
 from topology.producer import AsyncProducer, coordinates
@@ -106,6 +107,7 @@ class Catalog:
                 "bootstrap.servers": self._bootstrap,
                 "group.id": "kqs-catalog-reader",
                 "enable.auto.commit": False,
+                "logger": LIBRDKAFKA,
             }
         )
         records: dict[str, QueueRecord] = {}

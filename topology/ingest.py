@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from lease_store.records import StoredMessage
+from topology.client_log import LIBRDKAFKA
 from topology.consuming import decode_queue_record, poll_batch
 from topology.names import INGEST_GROUP
 from topology.producer import coordinates
@@ -73,6 +74,7 @@ class IngestConsumer:
                 # request (a fetch per append cost the broker as much as the append).
                 "fetch.wait.max.ms": 100,
                 "fetch.min.bytes": 64 * 1024,
+                "logger": LIBRDKAFKA,
             }
         )
         self._applied: Mapping[tuple[str, int], int] = applied if applied is not None else {}

@@ -19,6 +19,7 @@ from lease_store.rebuild import LeaseRebuild, PartitionPlan, RebuildStats
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.store import PartitionKey
 from topology.changelog import parse_key, purge_watermark
+from topology.client_log import LIBRDKAFKA
 from topology.consuming import as_bytes, decode_queue_record, poll_batch, watermarks
 from topology.names import LEASES_TOPIC
 from topology.producer import coordinates
@@ -50,6 +51,7 @@ def rebuild_leases(
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
+            "logger": LIBRDKAFKA,
         }
     )
     try:

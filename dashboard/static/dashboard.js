@@ -296,7 +296,7 @@ function figure(label, value) {
   return node;
 }
 
-function head(title, account, figures) {
+function head(title, account, figures, totals) {
   const node = html("div", "card-head");
   const h = html("h3", null, title);
   h.appendChild(html("span", "account", account));
@@ -304,7 +304,18 @@ function head(title, account, figures) {
   const list = html("div", "figures");
   for (const [label, value] of figures) list.appendChild(figure(label, value));
   node.appendChild(list);
+  if (totals) {
+    // Counts over the range the charts show, so they stay meaningful once traffic stops.
+    const sums = html("div", "figures totals");
+    sums.appendChild(html("span", "totals-label", totals.label));
+    for (const [label, value] of totals.figures) sums.appendChild(figure(label, value));
+    node.appendChild(sums);
+  }
   return node;
+}
+
+function totalsLabel(sinceMs) {
+  return sinceMs === null || sinceMs === undefined ? "Totals" : `Totals since ${clock(sinceMs)}`;
 }
 
 function queueCard(q, now) {
@@ -321,7 +332,16 @@ function queueCard(q, now) {
       ["Received/s", compact(q.rates.received_per_s)],
       ["Deleted/s", compact(q.rates.deleted_per_s)],
       ["Empty receives/s", compact(q.rates.empty_receives_per_s)],
-    ])
+    ], {
+      label: totalsLabel(q.totals_since_ms),
+      figures: [
+        ["Sent", compact(q.totals.sent)],
+        ["Received", compact(q.totals.received)],
+        ["Deleted", compact(q.totals.deleted)],
+        ["Moved to DLQ", compact(q.totals.moved_to_dlq)],
+        ...(q.is_dlq ? [["DLQ arrivals", compact(q.totals.dlq_arrivals)]] : []),
+      ],
+    })
   );
   const domain = domainOf([...q.series, ...q.depth], now);
   const charts = html("div", "charts");
@@ -358,11 +378,13 @@ function dlqCard(d, now) {
   card.dataset.dlq = d.dlq;
   card.appendChild(
     head(`${d.dlq} ← ${d.source_queue}`, d.account, [
-      ["Arrivals", compact(d.total_arrivals)],
       ["Receives at move, avg", compact(d.receive_count_avg)],
       ["max", compact(d.receive_count_max)],
       ["Oldest at move", duration(d.age_at_move_max_s)],
-    ])
+    ], {
+      label: totalsLabel(d.series.length ? d.series[0].t : null),
+      figures: [["Arrivals", compact(d.total_arrivals)]],
+    })
   );
   const domain = domainOf(d.series, now);
   const charts = html("div", "charts");
@@ -383,7 +405,10 @@ function dlqCard(d, now) {
       { name: "maximum", color: C.max, points: pts(d.series, "age_at_move_max_s") },
     ], { id: "age-at-move", domain, yFormat: duration })
   );
-  charts.appendChild(barList("Top attribute values", d.top_attributes, C.attr, "attributes"));
+  // Exact counts over the range shown; records from before Spark carried every value's
+  // count only hold each minute's top values, and then the list says it is approximate.
+  const attributesTitle = d.top_attributes_exact ? "Top attribute values" : "Top attribute values (approximate)";
+  charts.appendChild(barList(attributesTitle, d.top_attributes, C.attr, "attributes"));
   card.appendChild(charts);
   return card;
 }
