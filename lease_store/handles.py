@@ -4,6 +4,11 @@ A handle names the queue incarnation, the Kafka partition and offset of the mess
 receipt epoch (its receive count at that receive). The HMAC under a server secret means a
 client cannot forge a handle for a message it never received, nor reuse one from a deleted
 and re-created queue of the same name.
+
+Handles are standard base64 (`A-Z a-z 0-9 + /`, unpadded), the alphabet of SQS's own
+handles: the Python SQS Extended Client splits its handles on `-`, so the URL-safe alphabet
+(`-` and `_`) that earlier versions issued broke its deletes. Those earlier handles are still
+accepted.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ _VERSION = 1
 _PAYLOAD = struct.Struct(">B16sIqI")
 _MAC_BYTES = 16
 _ENCODED_LENGTH = -(-(_PAYLOAD.size + _MAC_BYTES) * 4 // 3)  # unpadded base64 characters
-_CANONICAL = re.compile(rf"^[A-Za-z0-9_-]{{{_ENCODED_LENGTH}}}$")
+_CANONICAL = re.compile(rf"^[A-Za-z0-9+/]{{{_ENCODED_LENGTH}}}$")
+_CANONICAL_URLSAFE = re.compile(rf"^[A-Za-z0-9_-]{{{_ENCODED_LENGTH}}}$")  # earlier versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,19 +50,25 @@ class ReceiptHandleCodec:
             _VERSION, handle.incarnation, handle.partition, handle.offset, handle.epoch
         )
         raw = payload + self._mac(payload)
-        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+        return base64.b64encode(raw).decode("ascii").rstrip("=")
 
     def decode(self, text: str) -> ReceiptHandle:
         """Parse and authenticate a handle; raises `ReceiptHandleInvalid` on any defect."""
-        if not _CANONICAL.match(text):
+        if _CANONICAL.match(text):
+            urlsafe = False
+        elif _CANONICAL_URLSAFE.match(text):
+            urlsafe = True
+        else:
             # base64 decoding is lenient (drops stray characters, ignores pad bits): only the
             # exact text that was issued is accepted.
             raise ReceiptHandleInvalid(text)
         try:
-            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            padded = text + "=" * (-len(text) % 4)
+            raw = base64.urlsafe_b64decode(padded) if urlsafe else base64.b64decode(padded)
         except (binascii.Error, ValueError):
             raise ReceiptHandleInvalid(text) from None
-        canonical = base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+        encoded = base64.urlsafe_b64encode(raw) if urlsafe else base64.b64encode(raw)
+        canonical = encoded.decode("ascii").rstrip("=")
         if len(raw) != _PAYLOAD.size + _MAC_BYTES or canonical != text:
             raise ReceiptHandleInvalid(text)
         payload, mac = raw[: _PAYLOAD.size], raw[_PAYLOAD.size :]

@@ -19,9 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import boto3
-import pytest
 from aiobotocore.session import get_session
-from botocore.exceptions import ClientError
 
 from tests.attribute_md5 import attributes_md5
 from tests.celery_app import make_app
@@ -281,21 +279,8 @@ def test_python_extended_client_with_s3(gateway: GatewayProcess, s3_endpoint: st
     # The library hands out "-..s3BucketName..-<bucket>-..s3BucketName..--..s3Key..-<key>
     # -..s3Key..-<handle>" and, on delete, takes the text after the last "-" as <handle>.
     issued = message["ReceiptHandle"].rsplit("-..s3Key..-", 1)[1]
-    if "-" not in issued:
-        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-        assert bucket_keys(s3_endpoint, bucket) == []
-        assert queue_counts(gateway, url) == EMPTY
-        return
-    # KQS issued a handle with a "-" in it (URL-safe base64): the library removes the S3
-    # object, then sends DeleteMessage with only the handle's tail, which KQS rejects.
-    with pytest.raises(ClientError) as refused:
-        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    assert refused.value.response["Error"]["Code"] == "ReceiptHandleIsInvalid"
+    # KQS issues standard base64 handles, as SQS does: no "-" for the library to split on.
+    assert "-" not in issued
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     assert bucket_keys(s3_endpoint, bucket) == []
-    plain.delete_message(QueueUrl=url, ReceiptHandle=issued)
     assert queue_counts(gateway, url) == EMPTY
-    pytest.xfail(
-        "KQS receipt handles are URL-safe base64 and may hold '-' (lease_store/handles.py); "
-        "amazon-sqs-extended-client 1.0.1 splits its extended handle on '-', so its "
-        "delete_message sends a truncated handle. SQS's own handles are standard base64."
-    )

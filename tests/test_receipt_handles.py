@@ -15,7 +15,7 @@ from lease_store.errors import ReceiptHandleInvalid
 from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
 from tests.builders import OTHER_SECRET, SECRET, a_receipt_handle
 
-URL_SAFE_ALPHABET = string.ascii_letters + string.digits + "-_"
+ALPHABET = string.ascii_letters + string.digits + "+/"
 
 Reshape = Callable[[str], str]
 
@@ -28,7 +28,7 @@ def codec() -> ReceiptHandleCodec:
 def with_char_replaced(text: str, position: int) -> str:
     """`text` with the character at `position` replaced by the next one of the alphabet."""
     old = text[position]
-    new = URL_SAFE_ALPHABET[(URL_SAFE_ALPHABET.index(old) + 1) % len(URL_SAFE_ALPHABET)]
+    new = ALPHABET[(ALPHABET.index(old) + 1) % len(ALPHABET)]
     index = position % len(text)
     return text[:index] + new + text[index + 1 :]
 
@@ -64,16 +64,23 @@ def test_a_handle_decodes_to_the_coordinates_it_was_made_from(
     assert decoded == handle
 
 
-def test_a_handle_is_url_safe_text_without_padding(codec: ReceiptHandleCodec) -> None:
-    # Given
-    handle = a_receipt_handle()
+def test_a_handle_is_standard_base64_without_padding_or_dashes(codec: ReceiptHandleCodec) -> None:
+    # Given handles of many offsets (the Python Extended Client splits handles on "-")
+    texts = [codec.encode(a_receipt_handle(offset=offset)) for offset in range(200)]
 
-    # When
-    text = codec.encode(handle)
+    # Then every one is SQS's alphabet, without "-", "_" or "="
+    assert all(text and set(text) <= set(ALPHABET) for text in texts)
+
+
+def test_a_handle_issued_in_the_url_safe_alphabet_is_still_accepted(
+    codec: ReceiptHandleCodec,
+) -> None:
+    # Given a handle as earlier versions issued it
+    handle = a_receipt_handle()
+    old = codec.encode(handle).replace("+", "-").replace("/", "_")
 
     # Then
-    assert text
-    assert set(text) <= set(URL_SAFE_ALPHABET)
+    assert codec.decode(old) == handle
 
 
 def test_each_receive_of_the_same_message_gets_a_different_handle(

@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from topology.client_log import LIBRDKAFKA
 from topology.producer_stats import StatisticsHolder
 from topology.record_format import MAX_RECORD_BYTES
 
@@ -206,6 +207,7 @@ class FollowerProducer:
                 "linger.ms": 5,
                 "delivery.report.only.error": True,
                 "on_delivery": self._on_delivery,
+                "logger": LIBRDKAFKA,
             }
         )
         self._stopping = threading.Event()
