@@ -401,8 +401,10 @@ class LeaseStore:
         concurrent deletions share one fsync).
         """
         st = self._state(pk)
+        # Swept and committed first: the early return below must not drop the sweep's moves
+        # while its counters, already changed in memory, reach disk with a later commit.
+        self._sweep_now(pk, st, now_ms)
         batch = WriteBatch()
-        self._sweep(pk, st, now_ms, batch)
         fact = self.fact(pk, offset)
         if fact is None:
             return False
@@ -507,8 +509,8 @@ class LeaseStore:
         Synced like `remove`, with the same `sync=False` option.
         """
         st = self._state(pk)
+        self._sweep_now(pk, st, now_ms)  # committed even if the change is refused (see remove)
         batch = WriteBatch()
-        self._sweep(pk, st, now_ms, batch)
         fact = self.fact(pk, offset)
         if fact is None:
             raise MessageNotAvailable("message was deleted")
