@@ -358,6 +358,7 @@ class LeaseStore:
     ) -> ReceiveOutcome:
         """Lease up to `max_messages` visible messages, oldest (in log order) first."""
         st = self._state(pk)
+        now_ms = self._not_before_sweep(st, now_ms)
         self._sweep_now(pk, st, now_ms)
         batch = WriteBatch()
         outcome = ReceiveOutcome()
@@ -432,6 +433,7 @@ class LeaseStore:
         if hold_ms <= 0:
             raise ValueError("a hold must last longer than 0 ms")
         st = self._state(pk)
+        now_ms = self._not_before_sweep(st, now_ms)
         self._sweep_now(pk, st, now_ms)
         batch = WriteBatch()
         held: list[Delivery] = []
@@ -509,6 +511,7 @@ class LeaseStore:
         Synced like `remove`, with the same `sync=False` option.
         """
         st = self._state(pk)
+        now_ms = self._not_before_sweep(st, now_ms)
         self._sweep_now(pk, st, now_ms)  # committed even if the change is refused (see remove)
         batch = WriteBatch()
         fact = self.fact(pk, offset)
@@ -610,6 +613,16 @@ class LeaseStore:
             if self._on_commit is not None:
                 changes = _fact_changes(pk, batch) if report_facts else {}
                 self._on_commit(pk, changes, st)
+
+    @staticmethod
+    def _not_before_sweep(st: PartitionState, now_ms: int) -> int:
+        """The time a lease change is computed at: never before the last sweep.
+
+        The ready index holds what was visible at `swept_until_ms`; a caller's clock reading
+        from before it (taken before an await, or a wall clock stepped back) would find
+        entries there that are not visible at its `now_ms` yet, and lease them wrongly.
+        """
+        return max(now_ms, st.swept_until_ms)
 
     @staticmethod
     def _needs_sweep(st: PartitionState, now_ms: int) -> bool:
