@@ -176,10 +176,11 @@ class Workload:
         self.ledger = Ledger()
         self._producing = threading.Event()
         self._consuming = threading.Event()
-        self._threads = [
+        self._producers = [
             threading.Thread(target=self._guarded, args=(self._produce, i), name=f"producer-{i}")
             for i in range(producers)
-        ] + [
+        ]
+        self._threads = self._producers + [
             threading.Thread(target=self._guarded, args=(self._consume, i), name=f"consumer-{i}")
             for i in range(consumers)
         ]
@@ -204,7 +205,17 @@ class Workload:
             thread.start()
 
     def stop_producing(self) -> None:
+        """Stop the producers and wait for their last sends to be answered.
+
+        A send in flight when producing stops may still be acknowledged (after a broker
+        outage, up to the delivery timeout later): a drain that began before it would end
+        without waiting for that message, and the message would count as lost.
+        """
         self._producing.clear()
+        for thread in self._producers:
+            if thread.is_alive():
+                thread.join(timeout=120)
+            assert not thread.is_alive(), f"{thread.name} did not stop"
 
     def stop(self) -> None:
         self._producing.clear()
