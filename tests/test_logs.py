@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from gateway import logs
+from topology.client_log import RepeatLimit
 
 
 class _Terminal(io.StringIO):
@@ -48,3 +49,27 @@ def test_a_json_line_carries_the_same_fields() -> None:
         "endpoint": "http://127.0.0.1:9324",
         "note": "two words",
     }
+
+
+def _librdkafka_line(port: int, after_ms: int) -> logging.LogRecord:
+    text = f"FAIL [rdkafka#consumer-8]: Connect to 127.0.0.1:{port} failed (after {after_ms}ms)"
+    return logging.LogRecord("kqs.librdkafka", logging.ERROR, "", 0, text, None, None)
+
+
+def test_repeated_librdkafka_lines_pass_once_per_window_with_the_count_held_back() -> None:
+    # Given a broker that refuses connections, and a client logging each reconnect
+    now = [0.0]
+    limit = RepeatLimit(window_s=10.0, clock=lambda: now[0])
+    passed = []
+    for i in range(25):
+        now[0] = i * 0.5  # 20 lines in the first 10 s, 5 after
+        record = _librdkafka_line(40000 + i % 2, i % 3)
+        if limit.filter(record):
+            passed.append(record)
+    # Then the first line passes, the next one after the window carries the count held back
+    assert len(passed) == 2
+    assert not hasattr(passed[0], "suppressed")
+    assert passed[1].suppressed == 19  # type: ignore[attr-defined]
+    # And a line of another kind is never held back by them
+    other = logging.LogRecord("kqs.librdkafka", logging.ERROR, "", 0, "GETPID failed", None, None)
+    assert limit.filter(other)

@@ -22,6 +22,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     OffsetSpec,
 )
 
+from topology.client_log import LIBRDKAFKA
+
 # Below the SQS SDKs' default read timeout (60 s) and the producer's delivery timeout (15 s,
 # `topology/producer.py`), so a CreateQueue fails on the admin call before anything else.
 REQUEST_TIMEOUT_S = 10.0
@@ -40,13 +42,13 @@ class TopicAdmin:
     def __init__(
         self, bootstrap: str, replication_factor: int = 1, fsync_durable_topics: bool = True
     ) -> None:
-        self._admin = AdminClient(
-            {
-                "bootstrap.servers": bootstrap,
-                "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
-                "socket.connection.setup.timeout.ms": 5_000,
-            }
-        )
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
+            "socket.connection.setup.timeout.ms": 5_000,
+            "logger": LIBRDKAFKA,
+        }
+        self._admin = AdminClient(config)
         self._replication_factor = replication_factor
         self._fsync = fsync_durable_topics
 

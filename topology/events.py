@@ -24,11 +24,13 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from topology.admin import TopicAdmin
+from topology.client_log import RepeatLimit
 from topology.names import EVENTS_TOPIC
 from topology.producer_stats import StatisticsHolder
 
 log = logging.getLogger("kqs.events")
 _LIBRDKAFKA_LOG = logging.getLogger("kqs.events.librdkafka")
+_LIBRDKAFKA_LOG.addFilter(RepeatLimit())
 
 RETENTION_MS = 7 * 24 * 60 * 60 * 1000
 TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(RETENTION_MS)}
