@@ -22,11 +22,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     OffsetSpec,
 )
 
-from topology.client_log import LIBRDKAFKA
-
 # Below the SQS SDKs' default read timeout (60 s) and the producer's delivery timeout (15 s,
 # `topology/producer.py`), so a CreateQueue fails on the admin call before anything else.
 REQUEST_TIMEOUT_S = 10.0
+# Topics per CreateTopics request: large batches are cheap for the controller, but one
+# request's answer waits for all its topics.
+_CREATE_CHUNK = 500
 
 # The topics that hold a durable record (queue topics, the catalog) fsync every appended batch
 # before the broker acknowledges it: with one node there is no replica to fall back on after a
@@ -42,32 +43,71 @@ class TopicAdmin:
     def __init__(
         self, bootstrap: str, replication_factor: int = 1, fsync_durable_topics: bool = True
     ) -> None:
+        # No `logger`: confluent-kafka serves its lines from poll(), which nothing calls on an
+        # admin client, so they would pile up in memory; librdkafka writes them to stderr.
         config: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
             "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
             "socket.connection.setup.timeout.ms": 5_000,
-            "logger": LIBRDKAFKA,
         }
         self._admin = AdminClient(config)
         self._replication_factor = replication_factor
         self._fsync = fsync_durable_topics
+        # Topics to create in the next CreateTopics request, with the calls waiting on each.
+        self._to_create: dict[str, tuple[NewTopic, list[asyncio.Future[None]]]] = {}
+        self._creating: asyncio.Task[None] | None = None
 
     def durable(self, config: dict[str, str]) -> dict[str, str]:
         """`config` for a topic that holds a durable record: fsync per append if configured."""
         return {**config, **FSYNC_EACH_APPEND} if self._fsync else config
 
     async def create_topic(self, name: str, partitions: int, config: dict[str, str]) -> None:
-        """Create a topic; an existing topic of that name is accepted as is."""
-        futures = self._admin.create_topics(
-            [NewTopic(name, partitions, self._replication_factor, config=config)],
-            operation_timeout=REQUEST_TIMEOUT_S,
-            request_timeout=REQUEST_TIMEOUT_S,
+        """Create a topic; an existing topic of that name is accepted as is.
+
+        Topics asked for while a creation request is with the broker go together in the next
+        request (see `_create_waiting`).
+        """
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        _, waiters = self._to_create.setdefault(
+            name, (NewTopic(name, partitions, self._replication_factor, config=config), [])
         )
-        try:
-            await _wait(futures[name])
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+        waiters.append(waiter)
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.create_task(self._create_waiting())
+        await waiter
+
+    async def _create_waiting(self) -> None:
+        """Create the waiting topics, one CreateTopics request at a time, until none wait.
+
+        The KRaft controller commits each request to its metadata log on its own: measured
+        on the embedded broker, 500 topics asked for in 500 concurrent requests were created
+        at 29 a second, in one request at 6,111 a second. Concurrent CreateQueue calls (a
+        deployment creating its queues, seed 004's 10,000) share requests this way, while a
+        lone one is sent at once.
+        """
+        while self._to_create:
+            batch = dict(list(self._to_create.items())[:_CREATE_CHUNK])
+            for name in batch:
+                del self._to_create[name]
+            try:
+                futures = self._admin.create_topics(
+                    [topic for topic, _ in batch.values()],
+                    operation_timeout=REQUEST_TIMEOUT_S,
+                    request_timeout=REQUEST_TIMEOUT_S,
+                )
+                for name, (_, waiters) in batch.items():
+                    try:
+                        await _wait(futures[name])
+                    except KafkaException as exc:
+                        already = exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+                        _settle(waiters, None if already else exc)
+                    else:
+                        _settle(waiters, None)
+            except BaseException as exc:  # refused as a whole, or cancelled: none may hang
+                for _, waiters in batch.values():
+                    _settle(waiters, exc)
+                if not isinstance(exc, Exception):
+                    raise
 
     async def delete_topic(self, name: str) -> None:
         futures = self._admin.delete_topics(
@@ -168,3 +208,13 @@ class TopicAdmin:
 
 async def _wait(future: concurrent.futures.Future[Any]) -> Any:
     return await asyncio.wrap_future(future)
+
+
+def _settle(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for waiter in waiters:
+        if waiter.done():
+            continue  # its caller was cancelled
+        if error is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(error)
