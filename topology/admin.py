@@ -65,7 +65,10 @@ class TopicAdmin:
         """Create a topic; an existing topic of that name is accepted as is.
 
         Topics asked for while a creation request is with the broker go together in the next
-        request (see `_create_waiting`).
+        request (see `_create_waiting`). The call is bounded by `REQUEST_TIMEOUT_S` from its
+        own start, as a lone request is, however long the request before it takes: with the
+        broker gone, a caller would otherwise wait for that request's timeout and then its
+        own.
         """
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         _, waiters = self._to_create.setdefault(
@@ -74,7 +77,15 @@ class TopicAdmin:
         waiters.append(waiter)
         if self._creating is None or self._creating.done():
             self._creating = asyncio.create_task(self._create_waiting())
-        await waiter
+        try:
+            await asyncio.wait_for(waiter, REQUEST_TIMEOUT_S)
+        except TimeoutError:
+            waiting = self._to_create.get(name)
+            if waiting is not None and waiting[1] == [waiter]:
+                del self._to_create[name]  # not sent yet, and nobody else wants it
+            raise KafkaException(
+                KafkaError(KafkaError._TIMED_OUT, f"topic {name} not created in time")
+            ) from None
 
     async def _create_waiting(self) -> None:
         """Create the waiting topics, one CreateTopics request at a time, until none wait.
