@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 _run_loop(warm, use_uvloop)
             with TreeMonitor(server) as mon:
                 result = _run_loop(go, use_uvloop)
+            disk_mb = _disk_mb(work)  # while the server runs: what it keeps, logs included
             runs.append(
                 {
                     "workload": workload,
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                     "settings": server.settings,
                     "load_avg_1m": round(load1, 2),
                     "result": result,
-                    "resources": mon.result(),
+                    "resources": {**mon.result(), "disk_mb": disk_mb},
                 }
             )
             summary = {
@@ -338,6 +339,18 @@ def _mem_gib() -> str:
     import psutil
 
     return f"{psutil.virtual_memory().total / 2**30:.0f}"
+
+
+def _disk_mb(path: Path) -> float:
+    """Bytes of the files under `path` (sparse files count as allocated), in MiB."""
+    total = 0
+    for file in path.rglob("*"):
+        try:
+            if file.is_file():
+                total += file.stat().st_blocks * 512
+        except OSError:
+            continue  # removed while we walked (compaction, segment roll)
+    return round(total / 2**20, 1)
 
 
 if __name__ == "__main__":

@@ -224,17 +224,33 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"{p['messages_per_queue']:,} messages, {p['in_flight_per_queue']} in flight per queue "
             f"(concurrency {p['concurrency']}, phase cap {p['phase_cap_s']} s)",
             "",
-            "| server | queues reached | msgs sent | in flight held | create queues/s | send msg/s | receive msg/s | server CPU s | peak RSS MB | errors |",
-            "|" + "---|" * 10,
+            "| server | queues reached | msgs sent | in flight held | create queues/s | send msg/s | receive msg/s | phase s (create / send / hold) | server CPU s | peak RSS MB | disk MB | errors |",
+            "|" + "---|" * 12,
         ]
         for r in scale:
             res, ph = r["result"], r["result"]["phases"]
+            seconds = " / ".join(
+                _fmt(ph[k]["seconds"]) for k in ("create_queues", "send", "receive_in_flight")
+            )
             lines.append(
                 f"| {r['server']} | {res['queues_created']:,} | {res['messages_sent']:,} "
                 f"| {res['messages_in_flight']:,} | {_fmt(ph['create_queues']['per_s'])} "
                 f"| {_fmt(ph['send']['per_s'])} | {_fmt(ph['receive_in_flight']['per_s'])} "
+                f"| {seconds} "
                 f"| {_fmt(r['resources']['server_cpu_s'])} | {_fmt(r['resources']['server_peak_rss_mb'])} "
+                f"| {_fmt(r['resources'].get('disk_mb'))} "
                 f"| {sum(res['errors']['counts'].values())} |"
+            )
+        lines.append("")
+        for r in scale:
+            counts = r["result"].get("sample_counts_visible_inflight") or []
+            tally: dict[str, int] = {}
+            for visible, in_flight in counts:
+                key = f"({visible:,} visible, {in_flight:,} in flight)"
+                tally[key] = tally.get(key, 0) + 1
+            lines.append(
+                f"{r['server']}: the server's own counts on {len(counts)} sampled queues: "
+                + ", ".join(f"{key} × {n}" for key, n in tally.items())
             )
         lines.append("")
     lines += [
