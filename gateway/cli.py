@@ -26,7 +26,7 @@ from gateway.config import Settings
 from gateway.iam.config import ConfigError, Directory, load_directory
 from gateway.inspect_cli import add_inspect_subcommand
 from spark_streaming.cli import add_analytics_subcommand
-from topology.broker import BrokerError, EmbeddedBroker
+from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker
 from topology.broker_cli import add_kafka_subcommands
 
 log = logging.getLogger("kqs.serve")
@@ -153,6 +153,7 @@ def serve(args: argparse.Namespace) -> int:
                     settings.kafka_dir,
                     port=settings.kafka_port,
                     controller_port=settings.kafka_controller_port,
+                    heap=settings.broker_heap or DEFAULT_HEAP,
                 )
             )
             settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)

@@ -22,6 +22,8 @@ class Settings:
     kafka_controller_port: int = field(
         default_factory=lambda: _env_int("KQS_KAFKA_CONTROLLER_PORT", 9093)
     )
+    # JVM -Xmx of the embedded broker: its heap grows with the number of partitions.
+    broker_heap: str = field(default_factory=lambda: os.environ.get("KQS_BROKER_HEAP", ""))
     replication_factor: int = field(default_factory=lambda: _env_int("KQS_REPLICATION_FACTOR", 1))
     partitions: int = field(default_factory=lambda: _env_int("KQS_PARTITIONS", 1))
     # fsync each append to the topics holding a durable record (queue topics, the catalog)
