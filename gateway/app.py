@@ -182,7 +182,9 @@ class KafkaClients:
         on_batch: BatchHandler,
         applied: Mapping[tuple[str, int], int],
     ) -> IngestConsumer:
-        return IngestConsumer(self.bootstrap, loop, on_batch, applied)
+        return IngestConsumer(
+            self.bootstrap, loop, on_batch, applied, self.settings.ingest_fetch_wait_ms
+        )
 
 
 async def _ensure_events_topic(kafka: KafkaClients) -> list[asyncio.Task[None]]:

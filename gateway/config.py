@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from topology.ingest import DEFAULT_FETCH_WAIT_MS
+
 
 def _env_int(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
@@ -38,6 +40,10 @@ class Settings:
     # Behind a proxy, the URL clients must use; by default the host each request came to.
     base_url: str = field(default_factory=lambda: os.environ.get("KQS_BASE_URL", ""))
     receipt_secret: str = field(default_factory=lambda: os.environ.get("KQS_RECEIPT_SECRET", ""))
+    # How late a record another producer wrote may become receivable (topology/ingest.py).
+    ingest_fetch_wait_ms: int = field(
+        default_factory=lambda: _env_int("KQS_INGEST_FETCH_WAIT_MS", DEFAULT_FETCH_WAIT_MS)
+    )
     offset_commit_interval_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))
     )
