@@ -76,8 +76,9 @@ def fill(bootstrap: str, topic: str, count: int, body_bytes: int) -> float:
         )
         while True:
             try:
+                headers: list[tuple[str, str | bytes | None]] = list(to_headers(message))
                 producer.produce(
-                    topic, value=body, key=message.message_id.encode(), headers=to_headers(message)
+                    topic, value=body, key=message.message_id.encode(), headers=headers
                 )
                 break
             except BufferError:
