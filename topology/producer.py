@@ -228,10 +228,15 @@ class FollowerProducer:
     but a failure's.
 
     The durability settings stay (idempotence keeps each partition's records in order, which
-    the compacted changelog needs: a retried older fact must never land after a newer one);
-    what goes is the Python callback per record on the poll thread, which took the GIL from
-    the request path once per record.
+    the compacted changelog needs: a retried older fact must never land after a newer one).
+    `produce` only notes the record: its own thread hands what was noted to librdkafka every
+    `HAND_OVER_S`, keeping the latest value of each key. So the request path pays neither
+    librdkafka's call nor the wake-ups of its threads (on a busy core each wake-up can cost
+    the event loop its time slice), and a key written twice in that time (a message received
+    and deleted at once) is produced once, as a compacted topic would keep it anyway.
     """
+
+    HAND_OVER_S = 0.05
 
     def __init__(self, bootstrap: str, name: str) -> None:
         self.failures = 0  # written by the poll thread only
@@ -246,34 +251,46 @@ class FollowerProducer:
                 "logger": LIBRDKAFKA,
             }
         )
+        # (topic, key) -> value, in first-noted order; swapped out whole under the lock.
+        self._noted: dict[tuple[str, bytes], bytes | None] = {}
+        self._noted_lock = threading.Lock()
         self._stopping = threading.Event()
         self._poller = threading.Thread(target=self._poll_forever, name=name, daemon=True)
         self._poller.start()
 
     def produce(self, topic: str, value: bytes | None, key: bytes) -> None:
-        """Hand a record to librdkafka (in call order); a full local queue is drained in place."""
-        while True:
-            try:
-                self._producer.produce(topic, value=value, key=key)
-                return
-            except BufferError:
-                self._producer.poll(0.01)
+        """Note a record for the next hand-over (calls keep their order per key)."""
+        with self._noted_lock:
+            self._noted[(topic, key)] = value
 
     def flush(self, timeout_s: float = 30.0) -> int:
-        """Wait for outstanding records; returns how many are still undelivered."""
+        """Hand over what is noted and wait for it; returns how many are still undelivered."""
+        self._hand_over()
         remaining: int = self._producer.flush(timeout_s)
         return remaining
 
     def close(self) -> None:
+        self._stopping.set()
+        self._poller.join(timeout=5)
         remaining = self.flush()
         if remaining:
             log.warning("producer closed with undelivered records", extra={"remaining": remaining})
-        self._stopping.set()
-        self._poller.join(timeout=5)
 
     def _poll_forever(self) -> None:
         while not self._stopping.is_set():
-            self._producer.poll(0.1)
+            self._producer.poll(self.HAND_OVER_S)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        with self._noted_lock:
+            noted, self._noted = self._noted, {}
+        for (topic, key), value in noted.items():
+            while True:
+                try:
+                    self._producer.produce(topic, value=value, key=key)
+                    break
+                except BufferError:
+                    self._producer.poll(0.01)  # the local queue is full: let it drain
 
     def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
         if error is not None:
