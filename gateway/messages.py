@@ -29,10 +29,13 @@ from gateway.errors import (
     ReceiptHandleIsInvalid,
 )
 from gateway.events import EventSink
+from gateway.fifo import FifoSender
 from gateway.group_sync import GroupSync
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import (
     QueueRegistry,
+    group_partition,
+    is_fifo,
     partition_keys,
     queue_arn,
     redrive_allows,
@@ -46,7 +49,7 @@ from lease_store.store import Counts, Delivery, LeaseStore, PartitionKey
 from topology.catalog import QueueRecord
 from topology.changelog import Confirmation, LeaseChangelog
 from topology.ingest import Batch
-from topology.producer import AsyncProducer
+from topology.producer import AsyncProducer, Delivered
 from topology.record_format import to_headers
 
 log = logging.getLogger("kqs.messages")
@@ -90,6 +93,7 @@ class MessageService:
         self._signals = signals
         self._handles = handles
         self._region = region
+        self.fifo = FifoSender(self, leases, clock)
         self._ingest_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = (
             defaultdict(list)
         )
@@ -192,23 +196,27 @@ class MessageService:
 
     # -- send ------------------------------------------------------------------------------
 
-    async def send(self, record: QueueRecord, message: StoredMessage) -> None:
+    async def send(self, record: QueueRecord, message: StoredMessage) -> Delivered:
+        """Produce and apply a message; returns where it landed."""
+        group = message.message_group_id if is_fifo(record) else None  # FIFO: key = group
         delivered = await self._producer.send(
             record.topic,
             message.body,
-            key=message.message_id.encode(),
-            headers=to_headers(message),
+            key=(group or message.message_id).encode(),
+            headers=to_headers(message, id_in_header=group is not None),
             timestamp_ms=message.sent_ms,
+            partition=None if group is None else group_partition(group, record.partitions),
         )
         current = self._registry.by_topic(delivered.topic)
         if current is None:
-            return  # the queue was deleted while the record was in transit
+            return delivered  # the queue was deleted while the record was in transit
         if delivered.timestamp_ms > 0:
             # What ingest would read back: the broker's timestamp (CreateTime: ours).
             message = replace(message, sent_ms=delivered.timestamp_ms)
         self._on_delivered(current, delivered.topic, delivered.partition, delivered.offset, message)
         pk = partition_keys(current)[delivered.partition]
         await self._until_ingested(delivered.topic, delivered.partition, delivered.offset, pk)
+        return delivered
 
     # -- receive ---------------------------------------------------------------------------
 

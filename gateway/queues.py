@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import uuid
+import zlib
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
@@ -65,6 +66,15 @@ def queue_arn(record: QueueRecord) -> str:
 def is_fifo(record: QueueRecord) -> bool:
     """A FIFO queue: its name ends in `.fifo` (CreateQueue refuses the name otherwise)."""
     return is_fifo_name(record.name)
+
+
+def group_partition(group_id: str, partitions: int) -> int:
+    """The partition of a FIFO queue's topic that a message group lives on.
+
+    Chosen here, not by the producer's partitioner, so that it never depends on client
+    configuration: CRC-32 of the group id (what librdkafka's default partitioner hashes too).
+    """
+    return zlib.crc32(group_id.encode()) % partitions
 
 
 def effective_attributes(record: QueueRecord) -> dict[str, str]:

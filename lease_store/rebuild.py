@@ -17,6 +17,10 @@ partition therefore replays its queue topic from the log start, and for each rec
     no changelog record                  -> live with a fresh fact (never received)
     live but older than the retention    -> gone (expired; also covers a tombstone that
                                             compaction already removed, see ARCHITECTURE.md)
+    a FIFO duplicate (`fifo.py`)         -> gone (as ingest decided), whatever the above
+
+The FIFO deduplication window is rebuilt by the same replay: every FIFO record, live or not,
+writes its window entry as ingest did, in log order, so the same duplicates are skipped.
 
 The changelog is applied first into the target store (facts as `F` keys, tombstones as
 temporary `D` keys), then the queue records are replayed in offset order; the counters are
@@ -29,7 +33,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from lease_store import state
+from lease_store import fifo, state
 from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.records import LeaseFact, StoredMessage
 
@@ -151,6 +155,10 @@ class LeaseRebuild:
             part.state.applied_offset = offset
             part.replayed += 1
             self.stats.queue_records += 1
+            if message.deduplication_scope is not None and fifo.deduplicate(
+                fifo.batch_get(self._batch, self._kv.get), self._batch, pk.prefix, offset, message
+            ):
+                continue  # a FIFO duplicate: ingest skipped it too
             fact: LeaseFact | None = None
             if part.lowest_change <= offset <= part.highest_change:
                 if self._kv.get(_tombstone_key(pk, offset)) is not None:

@@ -8,6 +8,8 @@ Key layout (all integers big-endian, so byte order is numeric order):
     M <partition key> <offset:8>                 -> StoredMessage
     X <partition key> <sent_ms:8> <offset:8>     -> empty  (the expiry index)
     S <partition key>                            -> PartitionState
+    U, W, G <partition key> ...                  -> FIFO queues' deduplication window and
+                                                    group locks (see `fifo.py`)
     !format                                      -> the key layout's version (2)
 
 where <partition key> is the queue incarnation id (16 bytes) and the Kafka partition (4).
@@ -51,7 +53,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from lease_store import state
+from lease_store import fifo, state
 from lease_store.errors import MessageNotAvailable
 from lease_store.floors import ScanFloors
 from lease_store.kv import KeyValueStore, WriteBatch
@@ -332,6 +334,10 @@ class LeaseStore:
             st.applied_offset = offset
             if offset < st.purged_before_offset:
                 continue
+            if message.deduplication_scope is not None and fifo.deduplicate(
+                fifo.batch_get(batch, self._kv.get), batch, pk.prefix, offset, message
+            ):
+                continue  # a FIFO duplicate within the deduplication window: never delivered
             fact = state.ingested_fact(message)
             self._put_fact(pk, st, offset, fact, batch)
             batch.put(_message_key(pk, offset), message.encode())
@@ -569,7 +575,7 @@ class LeaseStore:
         can be removed too.
         """
         dropped: list[int] = []
-        for tag in (b"F", b"V", b"R", b"M", b"X"):
+        for tag in (b"F", b"V", b"R", b"M", b"X", b"U", b"W", b"G"):
             start = tag + pk.prefix
             end = tag + pk.prefix + b"\xff" * 16
             while rows := self._kv.scan(start, end, limit=1000):
@@ -587,6 +593,25 @@ class LeaseStore:
         self._oldest_sent_ms.pop(pk, None)
         self._floors.forget(pk.prefix)
         return dropped
+
+    # -- FIFO queues (fifo.py) -------------------------------------------------------------
+
+    def deduplication_entry(
+        self, pk: PartitionKey, scope_key: bytes, now_ms: int
+    ) -> fifo.DedupEntry | None:
+        """The message first sent under `scope_key` in the 5 minutes before `now_ms`, if any."""
+        return fifo.window_entry(self._kv.get, pk.prefix, scope_key, now_ms)
+
+    def prune_deduplication(self, pk: PartitionKey, now_ms: int, limit: int = 1000) -> int:
+        """Forget up to `limit` deduplication entries sent 5 minutes or more before `now_ms`."""
+        start = b"W" + pk.prefix
+        end = start + _I64.pack(max(now_ms - fifo.DEDUPLICATION_WINDOW_MS + 1, 0))
+        rows = self._kv.scan(start, end, limit=limit)
+        if rows:
+            batch = WriteBatch()
+            fifo.prune_rows(fifo.batch_get(batch, self._kv.get), batch, pk.prefix, rows)
+            self._kv.write(batch)
+        return len(rows)
 
     # -- internals -------------------------------------------------------------------------
 

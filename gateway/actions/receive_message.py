@@ -12,6 +12,8 @@ from gateway.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_message_at
 from gateway.messages import Received
 from gateway.params import Params
 from gateway.queue_attributes import DEFAULTS
+from gateway.queues import is_fifo
+from lease_store.fifo import sequence_number
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def decode(p: Params) -> ReceiveMessageRequest:
     )
 
 
-def _system_attributes(received: Received, names: list[str]) -> dict[str, str]:
+def _system_attributes(received: Received, names: list[str], fifo_queue: bool) -> dict[str, str]:
     if not names:
         return {}
     wanted = set(SYSTEM_ATTRIBUTE_NAMES) if "All" in names else set(names)
@@ -56,11 +58,13 @@ def _system_attributes(received: Received, names: list[str]) -> dict[str, str]:
         "AWSTraceHeader": message.aws_trace_header,
         "DeadLetterQueueSourceArn": message.dead_letter_source_arn,
         "MessageGroupId": message.message_group_id,
+        "MessageDeduplicationId": message.deduplication_id,
+        "SequenceNumber": sequence_number(received.delivery.offset) if fifo_queue else None,
     }
     return {k: v for k, v in values.items() if k in wanted and v is not None}
 
 
-def _message_result(received: Received, req: ReceiveMessageRequest) -> Result:
+def _message_result(received: Received, req: ReceiveMessageRequest, fifo_queue: bool) -> Result:
     message = received.delivery.message
     out: Result = {
         "MessageId": message.message_id,
@@ -68,7 +72,7 @@ def _message_result(received: Received, req: ReceiveMessageRequest) -> Result:
         "MD5OfBody": md5_of_body(message.body),
         "Body": message.body.decode("utf-8", errors="replace"),
     }
-    if attributes := _system_attributes(received, req.system_attribute_names):
+    if attributes := _system_attributes(received, req.system_attribute_names, fifo_queue):
         out["Attributes"] = attributes
     selected = select_message_attributes(message.attributes, req.message_attribute_names)
     if selected:
@@ -96,7 +100,8 @@ async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
     )
     if not received:
         return {}
-    return {"Messages": [_message_result(r, req) for r in received]}
+    fifo_queue = is_fifo(record)
+    return {"Messages": [_message_result(r, req, fifo_queue) for r in received]}
 
 
 ACTION = Action("ReceiveMessage", decode, handle)

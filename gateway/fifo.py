@@ -1,0 +1,141 @@
+"""FIFO queues at the gateway: the send rules, and deduplication before a send.
+
+A FIFO message needs a MessageGroupId and a MessageDeduplicationId (or the queue's
+ContentBasedDeduplication, the SHA-256 of the body); both are 1-128 printable ASCII
+characters; a per-message DelaySeconds is refused (the queue's delay applies). Texts are
+AWS's, as AWS users quote them and as moto and LocalStack answer.
+
+Deduplication has two guards. Before producing, the sender looks up the scope key in the lease
+store's window (`lease_store/fifo.py`) and answers a duplicate with the original's MessageId
+and SequenceNumber; concurrent sends of one key on this gateway wait for the first. The lease
+store's ingest then refuses any duplicate that reached the log anyway, and the sender, which
+answers only after ingest, reports the original then too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.errors import InvalidParameterValue, MissingParameter
+from gateway.queues import group_partition, partition_keys
+from lease_store import fifo
+from lease_store.clock import Clock
+from lease_store.records import StoredMessage
+from lease_store.store import LeaseStore
+from topology.catalog import QueueRecord
+
+if TYPE_CHECKING:
+    from gateway.messages import MessageService
+
+_ID = re.compile(r"^[!-~]{1,128}$")  # alphanumeric and punctuation, 1 to 128
+
+
+def _invalid_id(name: str, value: str) -> InvalidParameterValue:
+    return InvalidParameterValue(
+        f"Value {value} for parameter {name} is invalid. Reason: {name} can only include "
+        "alphanumeric and punctuation characters. 1 to 128 in length."
+    )
+
+
+def _not_for_this_queue_type(name: str, value: object) -> InvalidParameterValue:
+    # AWS's text, its grammar included (as AWS users quote it).
+    return InvalidParameterValue(
+        f"Value {value} for parameter {name} is invalid. Reason: The request include "
+        "parameter that is not valid for this queue type."
+    )
+
+
+def check_standard_send(deduplication_id: str | None) -> None:
+    """A standard queue takes no MessageDeduplicationId."""
+    if deduplication_id is not None:
+        raise _not_for_this_queue_type("MessageDeduplicationId", deduplication_id)
+
+
+def check_fifo_send(
+    record: QueueRecord,
+    body: bytes,
+    group_id: str | None,
+    deduplication_id: str | None,
+    delay_s: int | None,
+) -> tuple[str, str, str]:
+    """The rules of a send to a FIFO queue; returns (group, deduplication id, scope)."""
+    if delay_s:
+        raise _not_for_this_queue_type("DelaySeconds", delay_s)
+    if group_id is None:
+        raise MissingParameter.named("MessageGroupId")
+    if not _ID.match(group_id):
+        raise _invalid_id("MessageGroupId", group_id)
+    if deduplication_id is None:
+        if record.attributes.get("ContentBasedDeduplication") != "true":
+            raise InvalidParameterValue(
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly"
+            )
+        deduplication_id = fifo.content_deduplication_id(body)
+    elif not _ID.match(deduplication_id):
+        raise _invalid_id("MessageDeduplicationId", deduplication_id)
+    scope = record.attributes.get("DeduplicationScope", fifo.SCOPE_QUEUE)
+    return group_id, deduplication_id, scope
+
+
+@dataclass(frozen=True, slots=True)
+class FifoSent:
+    message_id: str
+    sequence_number: str
+    duplicate: bool  # answered from the deduplication window: nothing was enqueued
+
+
+class FifoSender:
+    """Sends to FIFO queues, deduplicated (see the module header)."""
+
+    def __init__(self, messages: MessageService, leases: LeaseStore, clock: Clock) -> None:
+        self._messages = messages
+        self._leases = leases
+        self._clock = clock
+        # (queue topic, scope key) -> the outcome of the send in progress (None: it failed)
+        self._pending: dict[tuple[str, bytes], asyncio.Future[FifoSent | None]] = {}
+
+    async def send(self, record: QueueRecord, message: StoredMessage) -> FifoSent:
+        assert message.deduplication_id is not None and message.deduplication_scope is not None
+        key = fifo.scope_key(
+            message.deduplication_id, message.deduplication_scope, message.message_group_id
+        )
+        pending_key = (record.topic, key)
+        while (pending := self._pending.get(pending_key)) is not None:
+            first = await asyncio.shield(pending)
+            if first is not None:
+                return FifoSent(first.message_id, first.sequence_number, duplicate=True)
+        keys = partition_keys(record)
+        if message.deduplication_scope == fifo.SCOPE_MESSAGE_GROUP:
+            # A group lives on one partition, and its duplicates with it.
+            keys = [keys[group_partition(message.message_group_id or "", len(keys))]]
+        now_ms = self._clock.now_ms()
+        for pk in keys:
+            entry = self._leases.deduplication_entry(pk, key, now_ms)
+            if entry is not None:
+                return FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
+        future: asyncio.Future[FifoSent | None] = asyncio.get_running_loop().create_future()
+        self._pending[pending_key] = future
+        outcome: FifoSent | None = None
+        try:
+            delivered = await self._messages.send(record, message)
+            outcome = FifoSent(message.message_id, fifo.sequence_number(delivered.offset), False)
+            pk = partition_keys(record)[delivered.partition]
+            entry = self._leases.deduplication_entry(pk, key, self._clock.now_ms())
+            if entry is not None and entry.offset != delivered.offset:
+                # Ingest found an original this gateway did not know of: the record was dropped.
+                outcome = FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
+            return outcome
+        finally:
+            del self._pending[pending_key]
+            future.set_result(outcome)  # None when the send failed: a waiter sends itself
+
+    def prune(self, record: QueueRecord) -> None:
+        """Forget the queue's deduplication entries older than the window (a periodic sweep;
+        ingest keeps none it would need, the window check reads the time anyway)."""
+        now_ms = self._clock.now_ms()
+        for pk in partition_keys(record):
+            self._leases.prune_deduplication(pk, now_ms)
