@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,10 @@ from lease_store.store import LeaseStore
 from topology.catalog import QueueRecord
 
 if TYPE_CHECKING:
-    from gateway.messages import MessageService
+    from gateway.messages import MessageService, Received
+
+# ReceiveRequestAttemptId: a retried receive within this long gets the same messages back.
+ATTEMPT_WINDOW_MS = fifo.DEDUPLICATION_WINDOW_MS
 
 _ID = re.compile(r"^[!-~]{1,128}$")  # alphanumeric and punctuation, 1 to 128
 
@@ -46,6 +50,12 @@ def _not_for_this_queue_type(name: str, value: object) -> InvalidParameterValue:
         f"Value {value} for parameter {name} is invalid. Reason: The request include "
         "parameter that is not valid for this queue type."
     )
+
+
+def check_attempt_id(attempt_id: str | None) -> None:
+    """ReceiveRequestAttemptId takes the characters and length of the other FIFO ids."""
+    if attempt_id is not None and not _ID.match(attempt_id):
+        raise _invalid_id("ReceiveRequestAttemptId", attempt_id)
 
 
 def check_standard_send(deduplication_id: str | None) -> None:
@@ -88,8 +98,9 @@ class FifoSent:
     duplicate: bool  # answered from the deduplication window: nothing was enqueued
 
 
-class FifoSender:
-    """Sends to FIFO queues, deduplicated (see the module header)."""
+class FifoService:
+    """Sends to FIFO queues, deduplicated (see the module header), and the receive attempts
+    a retried ReceiveMessage answers from."""
 
     def __init__(self, messages: MessageService, leases: LeaseStore, clock: Clock) -> None:
         self._messages = messages
@@ -97,6 +108,9 @@ class FifoSender:
         self._clock = clock
         # (queue topic, scope key) -> the outcome of the send in progress (None: it failed)
         self._pending: dict[tuple[str, bytes], asyncio.Future[FifoSent | None]] = {}
+        # (queue topic, ReceiveRequestAttemptId) -> (when, what it received), oldest first.
+        # In memory: a retry that reaches another gateway, or follows a restart, receives anew.
+        self._attempts: OrderedDict[tuple[str, str], tuple[int, list[Received]]] = OrderedDict()
 
     async def send(self, record: QueueRecord, message: StoredMessage) -> FifoSent:
         assert message.deduplication_id is not None and message.deduplication_scope is not None
@@ -134,8 +148,38 @@ class FifoSender:
             future.set_result(outcome)  # None when the send failed: a waiter sends itself
 
     def prune(self, record: QueueRecord) -> None:
-        """Forget the queue's deduplication entries older than the window (a periodic sweep;
-        ingest keeps none it would need, the window check reads the time anyway)."""
+        """Forget the queue's deduplication entries older than the window and its released
+        group locks (a periodic sweep; neither is needed, both would pile up)."""
         now_ms = self._clock.now_ms()
         for pk in partition_keys(record):
             self._leases.prune_deduplication(pk, now_ms)
+            self._leases.prune_group_locks(pk, now_ms)
+
+    def attempt(self, record: QueueRecord, attempt_id: str) -> list[Received] | None:
+        """What an earlier receive with this ReceiveRequestAttemptId got, if within 5 minutes.
+
+        Only the messages still as that receive left them (not deleted, not received again
+        since) are given back, with the same receipt handles; None when none are.
+        """
+        now_ms = self._clock.now_ms()
+        while self._attempts:
+            at_ms, _ = next(iter(self._attempts.values()))
+            if now_ms - at_ms < ATTEMPT_WINDOW_MS:
+                break
+            self._attempts.popitem(last=False)
+        remembered = self._attempts.get((record.topic, attempt_id))
+        if remembered is None:
+            return None
+        still = []
+        for received in remembered[1]:
+            pk, handle = self._messages.locate(record, received.receipt_handle)
+            fact = self._leases.fact(pk, handle.offset)
+            if fact is not None and fact.receive_count == handle.epoch:
+                still.append(received)
+        return still or None
+
+    def remember_attempt(
+        self, record: QueueRecord, attempt_id: str, received: list[Received]
+    ) -> None:
+        if received:
+            self._attempts[(record.topic, attempt_id)] = (self._clock.now_ms(), received)

@@ -29,7 +29,7 @@ from gateway.errors import (
     ReceiptHandleIsInvalid,
 )
 from gateway.events import EventSink
-from gateway.fifo import FifoSender
+from gateway.fifo import FifoService
 from gateway.group_sync import GroupSync
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import (
@@ -93,7 +93,7 @@ class MessageService:
         self._signals = signals
         self._handles = handles
         self._region = region
-        self.fifo = FifoSender(self, leases, clock)
+        self.fifo = FifoService(self, leases, clock)
         self._ingest_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = (
             defaultdict(list)
         )
@@ -277,6 +277,7 @@ class MessageService:
         max_receive_count = redrive[1] if redrive and dlq else None
         retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
         keys = partition_keys(record)
+        fifo_queue = is_fifo(record)
         start = self._next_partition[record.key] % len(keys)
         self._next_partition[record.key] += 1
         received: list[Received] = []
@@ -285,9 +286,9 @@ class MessageService:
             wanted = max_messages - len(received)
             if wanted <= 0:
                 break
-            outcome = self._leases.receive(
-                pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count
-            )
+            # FIFO: groups in order, nothing from a group with a message in flight.
+            take = self._leases.receive_fifo if fifo_queue else self._leases.receive
+            outcome = take(pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count)
             received.extend(Received(d, self._handle(record, pk, d)) for d in outcome.delivered)
             if outcome.expired_ids:
                 self._events.expired(record, outcome.expired_ids)
@@ -307,6 +308,7 @@ class MessageService:
             moved = replace(
                 delivery.message,
                 delay_s=0,
+                deduplication_scope=None,  # a move is never refused as a FIFO duplicate
                 dead_letter_source_arn=source_arn,
                 receive_count=delivery.fact.receive_count,
                 first_receive_ms=delivery.fact.first_receive_ms,
@@ -330,6 +332,12 @@ class MessageService:
         )
 
     # -- delete and visibility -------------------------------------------------------------
+
+    def locate(
+        self, record: QueueRecord, receipt_handle: str
+    ) -> tuple[PartitionKey, ReceiptHandle]:
+        """The partition and handle a receipt handle of `record` names (FIFO receive attempts)."""
+        return self._locate(record, receipt_handle)
 
     def _locate(
         self, record: QueueRecord, receipt_handle: str
@@ -365,6 +373,8 @@ class MessageService:
             # message is no longer in the queue, so it counts as deleted once, now.
             if removed and message is not None:
                 self._events.deleted(record, message.message_id)
+        if removed and is_fifo(record):
+            self._signals.notify(record.key)  # its group may be free now: wake long polls
 
     async def change_visibility(
         self, record: QueueRecord, receipt_handle: str, visibility_s: int

@@ -261,6 +261,7 @@ class MoveTasks:
             sender_id=original.sender_id,
             aws_trace_header=original.aws_trace_header,
             message_group_id=original.message_group_id,
+            deduplication_id=original.deduplication_id,  # kept, but no longer deduplicated
         )
         await self._messages.send(destination, moved)
         self._leases.remove(pk, delivery.offset, self._clock.now_ms())

@@ -4,7 +4,7 @@ Key families (next to `store.py`'s; integers big-endian):
 
     U <partition key> <scope key>                 -> DedupEntry (the deduplication window)
     W <partition key> <sent_ms:8> <scope key>     -> empty      (the window's time index)
-    G <partition key> <group id>                  -> GroupLock  (the message-group lock)
+    G <partition key> <group id>                  -> offsets:8* (the message-group lock)
 
 Deduplication. A FIFO message carries its deduplication id and its queue's
 DeduplicationScope (record headers, `topology/record_format.py`). Its scope key is the id
@@ -20,10 +20,12 @@ partition; with scope `queue` the gateway checks every partition before it sends
 race between two gateways sending one id with two groups could slip through.)
 
 Group locks. While a message of a group is in flight, no later message of the group may be
-received. `G` names the offsets a receive leased in the group and until when. The facts stay
-the truth: the group is locked while one of those offsets still has a fact that is not
-visible (its lease runs, or a dead-letter hold), so a delete, a visibility change or an
-expiry needs no `G` write; the next receive that finds the lock released rewrites or drops it.
+received. `G` names the offsets the last receive took from the group (leased, or held for a
+dead-letter move), written in the same batch as their facts. The facts stay the truth: the
+group is locked while one of those offsets still has a fact that is not visible, so a
+delete, a visibility change, a lease that ends or an expiry needs no `G` write; the next
+receive that finds the lock released rewrites or drops it. A receive takes a group's visible
+messages in log order, as many as it may, before the next group's.
 
 Nothing here does I/O beyond the `get` it is handed.
 """
@@ -44,7 +46,6 @@ SCOPE_MESSAGE_GROUP = "messageGroup"
 
 _I64 = struct.Struct(">q")
 _ENTRY = struct.Struct(">qq")
-_LOCKED = struct.Struct(">qq")
 
 Get = Callable[[bytes], bytes | None]
 
@@ -169,15 +170,10 @@ def prune_rows(get: Get, batch: WriteBatch, prefix: bytes, rows: list[tuple[byte
         batch.delete(time_key)
 
 
-@dataclass(frozen=True, slots=True)
-class GroupLock:
-    """The offsets a receive took from a group, each with the time its lease ends."""
+def encode_group_lock(offsets: list[int]) -> bytes:
+    """A group lock's value: the offsets a receive took from the group (see the header)."""
+    return b"".join(_I64.pack(offset) for offset in offsets)
 
-    leases: tuple[tuple[int, int], ...]  # (offset, visible_at_ms)
 
-    def encode(self) -> bytes:
-        return b"".join(_LOCKED.pack(offset, until) for offset, until in self.leases)
-
-    @classmethod
-    def decode(cls, raw: bytes) -> GroupLock:
-        return cls(tuple(_LOCKED.iter_unpack(raw)))
+def decode_group_lock(raw: bytes) -> list[int]:
+    return [offset for (offset,) in _I64.iter_unpack(raw)]

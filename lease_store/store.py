@@ -613,6 +613,111 @@ class LeaseStore:
             self._kv.write(batch)
         return len(rows)
 
+    def prune_group_locks(self, pk: PartitionKey, now_ms: int) -> int:
+        """Drop the group locks no message holds any more; returns how many were dropped.
+
+        A receive rewrites the locks of the groups it meets, but a group that sends nothing
+        more would keep its lock key for ever: a periodic sweep calls this.
+        """
+        start = b"G" + pk.prefix
+        released = [
+            key
+            for key, _ in self._kv.scan(start, start + b"\xff" * 16)
+            if not self._group_locked(pk, key[len(start) :].decode(), now_ms, self._kv.get)
+        ]
+        if released:
+            batch = WriteBatch()
+            for key in released:
+                batch.delete(key)
+            self._kv.write(batch)
+        return len(released)
+
+    def receive_fifo(
+        self,
+        pk: PartitionKey,
+        now_ms: int,
+        max_messages: int,
+        visibility_ms: int,
+        retention_ms: int,
+        max_receive_count: int | None = None,
+        dead_letter_hold_ms: int = 30_000,
+        scan_limit: int = 10_000,
+    ) -> ReceiveOutcome:
+        """`receive` for a FIFO queue: message groups in order, one consumer at a time.
+
+        Nothing is taken from a group while one of its messages is in flight (its lock, see
+        `fifo.py`); of the groups that are free, the one whose visible message comes first in
+        the log gives all it can, in log order, then the next. A message held for a
+        dead-letter move keeps its group locked, so the rest of the group waits for the move.
+        At most `scan_limit` visible messages are looked at (those of locked groups are
+        skipped, so a locked group with a long backlog costs a scan of it).
+        """
+        st = self._state(pk)
+        now_ms = self._not_before_sweep(st, now_ms)
+        self._sweep_now(pk, st, now_ms)
+        batch = WriteBatch()
+        get = fifo.batch_get(batch, self._kv.get)
+        outcome = ReceiveOutcome()
+        locked: dict[str, bool] = {}
+        candidates: dict[str, list[tuple[int, StoredMessage]]] = {}  # in first-seen order
+        found = scanned = 0
+        start = b"R" + pk.prefix
+        end = start + b"\xff" * 8
+        while found < max_messages and scanned < scan_limit:
+            rows = self._floors.scan(start, start, end, min(256, scan_limit - scanned))
+            if not rows:
+                break
+            scanned += len(rows)
+            start = rows[-1][0] + b"\x00"
+            for key, _ in rows:
+                (offset,) = _I64.unpack_from(key, 1 + len(pk.prefix))
+                message = self._message(pk, offset)
+                group = message.message_group_id or ""
+                if group not in locked:
+                    locked[group] = self._group_locked(pk, group, now_ms, get)
+                if not locked[group]:
+                    candidates.setdefault(group, []).append((offset, message))
+                    found += 1
+        taken: dict[str, list[int]] = {}
+        for group, offsets in candidates.items():
+            for offset, message in offsets:
+                if len(outcome.delivered) + len(outcome.dead_letter) >= max_messages:
+                    break
+                fact = self._require_fact(pk, offset)
+                if state.is_expired(fact, now_ms, retention_ms):
+                    self._drop(pk, st, offset, fact, batch)
+                    outcome.expired += 1
+                    outcome.expired_ids.append(message.message_id)
+                    continue
+                if state.exceeds_max_receives(fact, max_receive_count):
+                    held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
+                    self._replace_fact(pk, st, offset, fact, held, batch)
+                    outcome.dead_letter.append(Delivery(offset, held, message))
+                    taken.setdefault(group, []).append(offset)
+                    break  # the rest of the group waits for the move
+                leased = state.receive(fact, now_ms, visibility_ms)
+                self._replace_fact(pk, st, offset, fact, leased, batch)
+                outcome.delivered.append(Delivery(offset, leased, message))
+                taken.setdefault(group, []).append(offset)
+        for group in candidates:
+            if group in taken:
+                batch.put(fifo.group_key(pk.prefix, group), fifo.encode_group_lock(taken[group]))
+            elif get(fifo.group_key(pk.prefix, group)) is not None:
+                batch.delete(fifo.group_key(pk.prefix, group))  # a released lock
+        self._commit(pk, st, batch)
+        return outcome
+
+    def _group_locked(self, pk: PartitionKey, group: str, now_ms: int, get: fifo.Get) -> bool:
+        """Whether a message the group's last receive took is still out of sight."""
+        raw = get(fifo.group_key(pk.prefix, group))
+        if raw is None:
+            return False
+        for offset in fifo.decode_group_lock(raw):
+            fact_raw = get(_fact_key(pk, offset))
+            if fact_raw is not None and LeaseFact.decode(fact_raw).visible_at_ms > now_ms:
+                return True
+        return False
+
     # -- internals -------------------------------------------------------------------------
 
     def _state(self, pk: PartitionKey) -> PartitionState:

@@ -195,3 +195,166 @@ def test_content_deduplication_id_is_the_sha256_of_the_body() -> None:
 def test_stored_message_keeps_its_deduplication_fields() -> None:
     message = a_fifo_message("m1", scope=fifo.SCOPE_MESSAGE_GROUP)
     assert StoredMessage.decode(message.encode()) == message
+
+
+# -- receiving: message groups in order, one consumer at a time ------------------------------
+
+
+def grouped(*groups: str) -> list[tuple[int, StoredMessage]]:
+    """Records at offsets 0.., the n-th in group `groups[n]`, named `<group><k>` in order."""
+    seen: dict[str, int] = {}
+    out = []
+    for offset, group in enumerate(groups):
+        seen[group] = seen.get(group, 0) + 1
+        out.append((offset, a_fifo_message(f"{group}{seen[group]}", group=group)))
+    return out
+
+
+def receive_fifo(
+    store: LeaseStore,
+    clock: ManualClock,
+    max_messages: int = 10,
+    visibility_ms: int = VISIBILITY_MS,
+    max_receive_count: int | None = None,
+) -> list[str]:
+    outcome = store.receive_fifo(
+        PK, clock.now_ms(), max_messages, visibility_ms, RETENTION_MS, max_receive_count
+    )
+    return [d.message.message_id for d in outcome.delivered]
+
+
+@on_every_backend
+def test_nothing_later_from_a_group_while_one_of_its_messages_is_in_flight(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given groups a and b interleaved
+    store.ingest(PK, grouped("a", "a", "b", "a", "b"))
+    # When one message is received, then the rest
+    first = receive_fifo(store, clock, max_messages=1)
+    rest = receive_fifo(store, clock)
+    # Then the first is a1, and while it is in flight only group b comes, in order
+    assert first == ["a1"]
+    assert rest == ["b1", "b2"]
+    assert receive_fifo(store, clock) == []
+    # and once a1 is deleted, the rest of a comes in order
+    store.remove(PK, 0, clock.now_ms())
+    assert receive_fifo(store, clock) == ["a2", "a3"]
+    assert store.counts(PK, clock.now_ms()) == Counts(0, 4, 0)
+
+
+@on_every_backend
+def test_one_receive_takes_a_group_before_the_next(store: LeaseStore, clock: ManualClock) -> None:
+    store.ingest(PK, grouped("a", "b", "a", "b", "c"))
+    assert receive_fifo(store, clock, max_messages=3) == ["a1", "a2", "b1"]
+    assert receive_fifo(store, clock, max_messages=3) == ["c1"]
+
+
+@on_every_backend
+def test_a_group_comes_back_in_order_when_its_lease_ends(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given a1 and a2 received together, then a1 deleted and a2's lease over
+    store.ingest(PK, grouped("a", "a", "a"))
+    assert receive_fifo(store, clock, max_messages=2) == ["a1", "a2"]
+    store.remove(PK, 0, clock.now_ms())
+    assert receive_fifo(store, clock) == []
+    clock.advance(VISIBILITY_MS)
+    # When received again
+    outcome = store.receive_fifo(PK, clock.now_ms(), 10, VISIBILITY_MS, RETENTION_MS)
+    # Then a2 comes again (its second receive), before a3
+    assert [(d.message.message_id, d.fact.receive_count) for d in outcome.delivered] == [
+        ("a2", 2),
+        ("a3", 1),
+    ]
+
+
+@on_every_backend
+def test_a_visible_message_waits_while_an_earlier_one_of_its_group_is_in_flight(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given a1 and a2 received, and a2 made visible again at once
+    store.ingest(PK, grouped("a", "a"))
+    receive_fifo(store, clock)
+    store.change_visibility(PK, 1, 1, clock.now_ms(), 0)
+    # Then a2 is not received while a1 is in flight
+    assert receive_fifo(store, clock) == []
+    # and is once a1 is deleted
+    store.remove(PK, 0, clock.now_ms())
+    assert receive_fifo(store, clock) == ["a2"]
+
+
+@on_every_backend
+def test_a_lease_extended_past_its_first_timeout_keeps_the_group_locked(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    store.ingest(PK, grouped("a", "a"))
+    receive_fifo(store, clock, max_messages=1)
+    store.change_visibility(PK, 0, 1, clock.now_ms(), 10 * VISIBILITY_MS)
+    clock.advance(2 * VISIBILITY_MS)
+    assert receive_fifo(store, clock) == []
+
+
+@on_every_backend
+def test_visibility_timeout_zero_leaves_the_group_free(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    store.ingest(PK, grouped("a", "a"))
+    assert receive_fifo(store, clock, visibility_ms=0) == ["a1", "a2"]
+    assert receive_fifo(store, clock, visibility_ms=0) == ["a1", "a2"]
+
+
+@on_every_backend
+def test_a_dead_letter_hold_keeps_the_rest_of_its_group_waiting(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given a1 received once and its lease over, with maxReceiveCount 1
+    store.ingest(PK, grouped("a", "a", "b"))
+    assert receive_fifo(store, clock, max_messages=1) == ["a1"]
+    clock.advance(VISIBILITY_MS)
+    # When received again
+    outcome = store.receive_fifo(PK, clock.now_ms(), 10, VISIBILITY_MS, RETENTION_MS, 1)
+    # Then a1 is held for the dead-letter move, a2 waits, and b1 comes
+    assert [d.message.message_id for d in outcome.dead_letter] == ["a1"]
+    assert [d.message.message_id for d in outcome.delivered] == ["b1"]
+    assert receive_fifo(store, clock, max_receive_count=1) == []
+    # and once the move removed a1, a2 comes
+    store.remove(PK, 0, clock.now_ms())
+    assert receive_fifo(store, clock, max_receive_count=1) == ["a2"]
+
+
+@on_every_backend
+def test_fifo_receive_drops_expired_messages(store: LeaseStore, clock: ManualClock) -> None:
+    store.ingest(PK, grouped("a", "a"))
+    clock.advance(RETENTION_MS)
+    outcome = store.receive_fifo(PK, clock.now_ms(), 10, VISIBILITY_MS, RETENTION_MS)
+    assert outcome.delivered == [] and outcome.expired_ids == ["a1", "a2"]
+    assert store.counts(PK, clock.now_ms()) == Counts(0, 0, 0)
+
+
+@on_every_backend
+def test_a_released_group_lock_is_forgotten(
+    store: LeaseStore, clock: ManualClock, kv: KeyValueStore
+) -> None:
+    # Given a group whose only message was received and deleted
+    store.ingest(PK, grouped("a", "b"))
+    receive_fifo(store, clock, max_messages=1)
+    assert len(kv.scan(b"G", b"H")) == 1
+    store.remove(PK, 0, clock.now_ms())
+    # When the next receive takes another group's message, and the locks are pruned
+    assert receive_fifo(store, clock) == ["b1"]
+    assert store.prune_group_locks(PK, clock.now_ms()) == 1
+    # Then only b's lock is left
+    assert [key[-1:] for key, _ in kv.scan(b"G", b"H")] == [b"b"]
+    # and b's goes once its lease is over
+    clock.advance(VISIBILITY_MS)
+    assert store.prune_group_locks(PK, clock.now_ms()) == 1
+    assert kv.scan(b"G", b"H") == []
+
+
+@on_every_backend
+def test_standard_receive_ignores_message_groups(store: LeaseStore, clock: ManualClock) -> None:
+    store.ingest(PK, grouped("a", "a", "b"))
+    outcome = store.receive(PK, clock.now_ms(), 1, VISIBILITY_MS, RETENTION_MS)
+    assert [d.message.message_id for d in outcome.delivered] == ["a1"]
+    outcome = store.receive(PK, clock.now_ms(), 10, VISIBILITY_MS, RETENTION_MS)
+    assert [d.message.message_id for d in outcome.delivered] == ["a2", "b1"]

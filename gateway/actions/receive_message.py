@@ -8,6 +8,7 @@ from gateway import limits
 from gateway.action import Action, Result
 from gateway.checksums import md5_of_attributes, md5_of_body
 from gateway.context import RequestContext
+from gateway.fifo import check_attempt_id
 from gateway.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_message_attributes
 from gateway.messages import Received
 from gateway.params import Params
@@ -24,6 +25,7 @@ class ReceiveMessageRequest:
     wait_time_seconds: int | None
     system_attribute_names: list[str]
     message_attribute_names: list[str]
+    receive_request_attempt_id: str | None = None
 
 
 def decode(p: Params) -> ReceiveMessageRequest:
@@ -42,6 +44,7 @@ def decode(p: Params) -> ReceiveMessageRequest:
         system_attribute_names=p.str_list("AttributeNames")
         + p.str_list("MessageSystemAttributeNames"),
         message_attribute_names=p.str_list("MessageAttributeNames"),
+        receive_request_attempt_id=p.optional_str("ReceiveRequestAttemptId"),
     )
 
 
@@ -95,12 +98,19 @@ async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
             )
         )
     ctx.notes.long_poll = wait_s > 0
-    received = await ctx.runtime.messages.receive(
-        record, req.max_number_of_messages, visibility_s, wait_s
-    )
+    fifo_queue = is_fifo(record)
+    attempt_id = req.receive_request_attempt_id if fifo_queue else None  # FIFO only, as in SQS
+    check_attempt_id(attempt_id)
+    fifo = ctx.runtime.messages.fifo
+    received = fifo.attempt(record, attempt_id) if attempt_id is not None else None
+    if received is None:
+        received = await ctx.runtime.messages.receive(
+            record, req.max_number_of_messages, visibility_s, wait_s
+        )
+        if attempt_id is not None:
+            fifo.remember_attempt(record, attempt_id, received)
     if not received:
         return {}
-    fifo_queue = is_fifo(record)
     return {"Messages": [_message_result(r, req, fifo_queue) for r in received]}
 
 
