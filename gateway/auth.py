@@ -12,7 +12,7 @@ decision is not an allow.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -72,8 +72,44 @@ def _scope_region(headers: Mapping[str, str], query: Mapping[str, str]) -> str |
     return parts[2] if len(parts) == 5 else None
 
 
-def condition_keys(request: web.Request, principal: Principal, now: datetime) -> dict[str, str]:
-    """The global condition keys of the access policy language, lower-case, for this request."""
+def condition_keys(request: web.Request, principal: Principal, now: datetime) -> Mapping[str, str]:
+    """The global condition keys of the access policy language, lower-case, for this request.
+
+    Built only when a policy is evaluated: most requests come from the queue owner's root
+    credentials with no queue policy, and `decide` answers those without reading any key.
+    """
+    return _ConditionKeys(request, principal, now)
+
+
+class _ConditionKeys(Mapping[str, str]):
+    """`condition_keys`, computed on first access."""
+
+    __slots__ = ("_request", "_principal", "_now", "_keys")
+
+    def __init__(self, request: web.Request, principal: Principal, now: datetime) -> None:
+        self._request = request
+        self._principal = principal
+        self._now = now
+        self._keys: dict[str, str] | None = None
+
+    def _built(self) -> dict[str, str]:
+        if self._keys is None:
+            self._keys = _build_condition_keys(self._request, self._principal, self._now)
+        return self._keys
+
+    def __getitem__(self, key: str) -> str:
+        return self._built()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+
+def _build_condition_keys(
+    request: web.Request, principal: Principal, now: datetime
+) -> dict[str, str]:
     keys = {
         "aws:currenttime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "aws:epochtime": str(int(now.timestamp())),

@@ -234,7 +234,7 @@ class MessageService:
         self, record: QueueRecord, max_messages: int, visibility_s: int, wait_s: int
     ) -> list[Received]:
         deadline_ms = self._clock.now_ms() + wait_s * 1000
-        if wait_s == 0 and self.counts(record).in_flight >= limits.MAX_IN_FLIGHT:
+        if wait_s == 0 and self._over_in_flight_limit(record):
             raise OverLimit(
                 f"Too many messages in flight on this queue (limit {limits.MAX_IN_FLIGHT})."
             )
@@ -259,6 +259,15 @@ class MessageService:
             if current is None:
                 return []  # deleted while we waited
             record = current
+
+    def _over_in_flight_limit(self, record: QueueRecord) -> bool:
+        now_ms = self._clock.now_ms()
+        in_flight = sum(self._leases.counts(pk, now_ms).in_flight for pk in partition_keys(record))
+        # Expired messages still count until `expire` drops them: only a queue that looks
+        # full pays for it.
+        return in_flight >= limits.MAX_IN_FLIGHT and (
+            self.counts(record).in_flight >= limits.MAX_IN_FLIGHT
+        )
 
     def _next_visible_at_ms(self, record: QueueRecord, now_ms: int) -> int | None:
         times = [

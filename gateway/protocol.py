@@ -13,7 +13,6 @@ without an `Action` is 404 `UnknownOperationException`, and the account-wide act
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -30,6 +29,7 @@ from gateway.errors import (
     SqsError,
     UnknownOperation,
 )
+from gateway.ids import new_uuid
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 _TARGET_PREFIX = "AmazonSQS."
@@ -51,7 +51,7 @@ class WireRequest:
 
 
 def new_request_id() -> str:
-    return str(uuid.uuid4())
+    return new_uuid()
 
 
 def detect_protocol(request: web.Request) -> Protocol:

@@ -366,8 +366,10 @@ class LeaseStore:
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
         self._sweep_now(pk, st, now_ms)
-        batch = WriteBatch()
         outcome = ReceiveOutcome()
+        if st.visible <= 0:
+            return outcome  # the counters are exact: the ready index is empty
+        batch = WriteBatch()
         # With a visibility timeout of 0 a leased message stays in the visible range, so
         # offsets already taken by this call are skipped rather than taken twice.
         seen: set[int] = set()
@@ -655,9 +657,11 @@ class LeaseStore:
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
         self._sweep_now(pk, st, now_ms)
+        outcome = ReceiveOutcome()
+        if st.visible <= 0:
+            return outcome  # the counters are exact: the ready index is empty
         batch = WriteBatch()
         get = fifo.batch_get(batch, self._kv.get)
-        outcome = ReceiveOutcome()
         locked: dict[str, bool] = {}
         candidates: dict[str, list[tuple[int, StoredMessage]]] = {}  # in first-seen order
         found = scanned = 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, replace
 
 from gateway import limits
@@ -11,6 +10,7 @@ from gateway.checksums import md5_of_attributes, md5_of_body
 from gateway.context import RequestContext
 from gateway.errors import InvalidParameterValue
 from gateway.fifo import check_fifo_send, check_standard_send
+from gateway.ids import new_uuid
 from gateway.message_attributes import message_size, parse_attributes, validate_body
 from gateway.params import Params
 from gateway.queue_attributes import DEFAULTS
@@ -78,7 +78,7 @@ def build_message(
         delay_s = int(record.attributes.get("DelaySeconds", DEFAULTS["DelaySeconds"]))
     trace = req.message_system_attributes.get("AWSTraceHeader")
     return StoredMessage(
-        message_id=str(uuid.uuid4()),
+        message_id=new_uuid(),
         body=body,
         sent_ms=ctx.runtime.clock.now_ms(),
         delay_s=delay_s,

@@ -73,6 +73,15 @@ def policy_actions(action: str) -> tuple[str, ...]:
 def decide(
     principal: Principal, action: str, target: Target, conditions: Mapping[str, str]
 ) -> Decision:
+    if (
+        target.queue_policy is None
+        and principal.is_root
+        and not principal.anonymous
+        and principal.account_id == target.owner_account
+    ):
+        # The owner's root credentials on a queue without a policy: nothing can deny them
+        # (the general rule below gives the same answer, after building every fact).
+        return Decision.ALLOW
     facts = RequestFacts(
         principal_arn=principal.arn,
         principal_account=None if principal.anonymous else principal.account_id,

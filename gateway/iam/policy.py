@@ -26,7 +26,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
 from functools import lru_cache
@@ -113,11 +113,21 @@ class Statement:
         return True  # a queue policy covers its queue
 
 
+# Memoized decisions kept per policy before the memo starts over (bounds its memory).
+_MAX_MEMOIZED = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     id: str | None
     statements: tuple[Statement, ...]
     document: Mapping[str, Any]
+    # Without conditions a policy's decision depends only on who, what and which resource,
+    # which repeat from request to request: it is evaluated once per combination (the
+    # embedded users' full-access policy is evaluated on every request otherwise).
+    _decisions: dict[tuple[str, str | None, tuple[str, ...], str, bool], Decision] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def parse(cls, text: str | Mapping[str, Any]) -> Policy:
@@ -140,8 +150,30 @@ class Policy:
         policy_id = document.get("Id")
         return cls(policy_id if isinstance(policy_id, str) else None, statements, document)
 
+    @property
+    def unconditional(self) -> bool:
+        return not any(s.conditions for s in self.statements)
+
     def evaluate(self, facts: RequestFacts, resource_policy: bool) -> Decision:
         """DENY, ALLOW or IMPLICIT_DENY; `resource_policy` for a queue's own policy."""
+        if not self.unconditional:
+            return self._evaluate(facts, resource_policy)
+        key = (
+            facts.principal_arn,
+            facts.principal_account,
+            facts.actions,
+            facts.resource,
+            resource_policy,
+        )
+        decision = self._decisions.get(key)
+        if decision is None:
+            decision = self._evaluate(facts, resource_policy)
+            if len(self._decisions) >= _MAX_MEMOIZED:
+                self._decisions.clear()
+            self._decisions[key] = decision
+        return decision
+
+    def _evaluate(self, facts: RequestFacts, resource_policy: bool) -> Decision:
         matching = [s.effect for s in self.statements if s.matches(facts, resource_policy)]
         if Decision.DENY in matching:
             return Decision.DENY
