@@ -24,6 +24,7 @@ from tests.builders import (
     a_partition,
     on_every_backend,
 )
+from tests.crash_workload_fifo import Receive, out_of_order
 from tests.test_lease_rebuild import CompactedChangelog, rebuilt
 
 RETENTION_MS = 4 * DAY_MS
@@ -358,3 +359,23 @@ def test_standard_receive_ignores_message_groups(store: LeaseStore, clock: Manua
     assert [d.message.message_id for d in outcome.delivered] == ["a1"]
     outcome = store.receive(PK, clock.now_ms(), 10, VISIBILITY_MS, RETENTION_MS)
     assert [d.message.message_id for d in outcome.delivered] == ["a2", "b1"]
+
+
+# -- the crash suite's order check (tests/crash_workload_fifo.py) -----------------------------
+
+
+def test_crash_order_check_accepts_redeliveries_together_and_flags_a_skip() -> None:
+    # g-1 and g-2 received together, both redelivered together later, then g-3: in order
+    fine = [
+        Receive("q", 0.0, 1.0, ("g-1", "g-2")),
+        Receive("q", 2.0, 3.0, ("g-1", "g-2")),
+        Receive("q", 4.0, 5.0, ("g-3",)),
+    ]
+    assert out_of_order(fine) == []
+    # g-2 delivered alone, g-1 after it; and g-4 before g-3 within one receive
+    assert out_of_order([Receive("q", 0.0, 1.0, ("g-2",)), Receive("q", 2.0, 3.0, ("g-1",))]) == [
+        "g: 1 delivered after 2 had been"
+    ]
+    assert out_of_order([Receive("q", 0.0, 1.0, ("g-4", "g-3"))]) == [
+        "g: one receive returned [4, 3]"
+    ]
