@@ -193,3 +193,26 @@ def test_purge_empties_a_fifo_queue(sqs: Any) -> None:
     assert receive(sqs, url) == []
     send_all(sqs, url, "a2")
     assert bodies(receive(sqs, url)) == ["a2"]
+
+
+def test_a_move_task_redrives_a_fifo_dead_letter_queue_back_in_group_order(sqs: Any) -> None:
+    # Given a FIFO source whose messages went to its FIFO DLQ after one receive
+    dlq = new_fifo_queue(sqs, "dlq")
+    policy = json.dumps({"deadLetterTargetArn": arn_of(dlq), "maxReceiveCount": 1})
+    url = new_fifo_queue(sqs, "src", RedrivePolicy=policy)
+    send_all(sqs, url, "a1", "a2", "b1", "a3")
+    assert len(receive(sqs, url, VisibilityTimeout=1)) == 4
+    time.sleep(1.2)
+    assert receive(sqs, url, WaitTimeSeconds=1) == []
+    # When a move task without destination runs to its end
+    sqs.start_message_move_task(SourceArn=arn_of(dlq))
+    deadline = time.monotonic() + 20
+    status = ""
+    while status != "COMPLETED" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = sqs.list_message_move_tasks(SourceArn=arn_of(dlq))["Results"][0]["Status"]
+    # Then the source has them back, each group in its order, groups kept
+    back = receive(sqs, url, AttributeNames=["MessageGroupId"], WaitTimeSeconds=2)
+    assert status == "COMPLETED"
+    assert bodies(back) == ["a1", "a2", "a3", "b1"]
+    assert [m["Attributes"]["MessageGroupId"] for m in back] == ["a", "a", "a", "b"]
