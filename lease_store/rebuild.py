@@ -20,7 +20,9 @@ partition therefore replays its queue topic from the log start, and for each rec
     a FIFO duplicate (`fifo.py`)         -> gone (as ingest decided), whatever the above
 
 The FIFO deduplication window is rebuilt by the same replay: every FIFO record, live or not,
-writes its window entry as ingest did, in log order, so the same duplicates are skipped.
+writes its window entry as ingest did, in log order, so the same duplicates are skipped. The
+FIFO group locks follow from the facts: a FIFO message (one with a deduplication id) received
+and not visible at the rebuild locks its group.
 
 The changelog is applied first into the target store (facts as `F` keys, tombstones as
 temporary `D` keys), then the queue records are replayed in offset order; the counters are
@@ -80,6 +82,9 @@ class _Progress:
     next_offset: int = 0
     replayed: int = 0
     live: int = 0
+    # FIFO: group -> offsets out of sight at the rebuild (leased, or held for a dead-letter
+    # move), written as the group locks at `finish` (lease_store/fifo.py).
+    group_locks: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -180,6 +185,9 @@ class LeaseRebuild:
             self._batch.put(_message_key(pk, offset), message.encode())
             self._batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
             part.state.count(state.state_at(fact, now_ms), +1)
+            if message.deduplication_id is not None and fact.visible_at_ms > now_ms:
+                if fact.receive_count > 0 and message.message_group_id is not None:
+                    part.group_locks.setdefault(message.message_group_id, []).append(offset)
             part.live += 1
             self.stats.live_messages += 1
             self._flush_if_full()
@@ -195,6 +203,8 @@ class LeaseRebuild:
         st = part.state
         st.applied_offset = max(st.applied_offset, end_offset - 1)
         st.purged_before_offset = part.purged_before_offset
+        for group, offsets in part.group_locks.items():
+            self._batch.put(fifo.group_key(pk.prefix, group), fifo.encode_group_lock(offsets))
         self._batch.put(_state_key(pk), st.encode())
         self._flush(sync=True)
         self.stats.finished.append(pk)

@@ -134,12 +134,17 @@ def test_deduplication_window_survives_a_gateway_crash(
 def test_deduplication_window_survives_a_lost_lease_store(
     own_gateway: GatewayProcess, protocol: str
 ) -> None:
-    # Given a FIFO message received and deleted, and another waiting
+    # Given a FIFO message received and deleted, and another of its group waiting
     sqs = client(protocol, own_gateway)
     _, url = new_fifo_queue(sqs)
     first = send(sqs, url, "deleted", "g", "d-gone")
     [message] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=2)["Messages"]
     sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    # and group L's head in flight for ten minutes, its second message behind it
+    send(sqs, url, "L1", "L", "d-L1")
+    send(sqs, url, "L2", "L", "d-L2")
+    [head] = sqs.receive_message(QueueUrl=url, VisibilityTimeout=600, WaitTimeSeconds=2)["Messages"]
+    assert head["Body"] == "L1"
     waiting = send(sqs, url, "waiting", "g", "d-waiting")
     # When the gateway crashes and its lease store is lost, so it is rebuilt from Kafka
     own_gateway.kill()
@@ -147,6 +152,7 @@ def test_deduplication_window_survives_a_lost_lease_store(
     own_gateway.start()
     sqs = client(protocol, own_gateway)
     # Then both deduplication ids are still known, and only the waiting message is delivered
+    # (group L stays locked behind its head)
     assert send(sqs, url, "again", "g", "d-gone")["MessageId"] == first["MessageId"]
     assert send(sqs, url, "again", "g", "d-waiting")["MessageId"] == waiting["MessageId"]
     received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2)

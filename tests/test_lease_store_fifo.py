@@ -379,3 +379,21 @@ def test_crash_order_check_accepts_redeliveries_together_and_flags_a_skip() -> N
     assert out_of_order([Receive("q", 0.0, 1.0, ("g-4", "g-3"))]) == [
         "g: one receive returned [4, 3]"
     ]
+
+
+@on_every_backend
+def test_rebuild_keeps_a_group_locked_while_its_message_is_in_flight(
+    kv: KeyValueStore, clock: ManualClock
+) -> None:
+    # Given a1 in flight and a2 waiting behind it, and b1 free
+    changelog = CompactedChangelog()
+    original = LeaseStore(MemoryKeyValueStore(), changelog.on_commit)
+    log = grouped("a", "a", "b")
+    original.ingest(PK, log)
+    assert original.receive_fifo(PK, clock.now_ms(), 1, VISIBILITY_MS, RETENTION_MS).delivered
+    # When the store is rebuilt from the changelog and the queue records
+    store = rebuilt(kv, changelog, {PK: log}, clock.now_ms())
+    # Then a stays locked until a1's lease ends; b comes
+    assert receive_fifo(store, clock) == ["b1"]
+    clock.advance(VISIBILITY_MS)
+    assert receive_fifo(store, clock) == ["a1", "a2", "b1"]
