@@ -65,6 +65,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _STATE = struct.Struct(">qqqqqq")
 _MAX_TIME = (1 << 62) - 1
+_FIFO_GROUP_CACHE = 200_000  # offsets per partition whose message group is kept in memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +222,9 @@ class LeaseStore:
         # Where the live keys of each index begin, so scans skip tombstones (floors.py).
         self._floors = ScanFloors(kv, (b"F", b"V", b"R", b"X"))
         self._on_commit = on_commit
+        # FIFO: the message group of offsets `receive_fifo` has scanned (a group never changes),
+        # so a receive that skips a locked group's backlog reads keys, not messages.
+        self._fifo_groups: dict[PartitionKey, dict[int, str]] = {}
 
     def upgrade_format(self) -> int:
         """Bring a store written by an older layout to `FORMAT_VERSION`; call once at open.
@@ -593,6 +597,7 @@ class LeaseStore:
         self._states.pop(pk, None)
         self._next_due_ms.pop(pk, None)
         self._oldest_sent_ms.pop(pk, None)
+        self._fifo_groups.pop(pk, None)
         self._floors.forget(pk.prefix)
         return dropped
 
@@ -663,30 +668,35 @@ class LeaseStore:
         batch = WriteBatch()
         get = fifo.batch_get(batch, self._kv.get)
         locked: dict[str, bool] = {}
-        candidates: dict[str, list[tuple[int, StoredMessage]]] = {}  # in first-seen order
+        candidates: dict[str, list[int]] = {}  # group -> offsets, groups in first-seen order
+        groups = self._fifo_groups.setdefault(pk, {})
+        if len(groups) > _FIFO_GROUP_CACHE:
+            groups.clear()  # a bound, not an eviction policy: it refills as receives scan
         found = scanned = 0
-        start = b"R" + pk.prefix
-        end = start + b"\xff" * 8
+        region = b"R" + pk.prefix
+        start, end = region, region + b"\xff" * 8
         while found < max_messages and scanned < scan_limit:
-            rows = self._floors.scan(start, start, end, min(256, scan_limit - scanned))
+            rows = self._floors.scan(region, start, end, min(256, scan_limit - scanned))
             if not rows:
                 break
             scanned += len(rows)
             start = rows[-1][0] + b"\x00"
             for key, _ in rows:
-                (offset,) = _I64.unpack_from(key, 1 + len(pk.prefix))
-                message = self._message(pk, offset)
-                group = message.message_group_id or ""
+                (offset,) = _I64.unpack_from(key, len(region))
+                group = groups.get(offset)
+                if group is None:
+                    group = groups[offset] = self._message(pk, offset).message_group_id or ""
                 if group not in locked:
                     locked[group] = self._group_locked(pk, group, now_ms, get)
                 if not locked[group]:
-                    candidates.setdefault(group, []).append((offset, message))
+                    candidates.setdefault(group, []).append(offset)
                     found += 1
         taken: dict[str, list[int]] = {}
         for group, offsets in candidates.items():
-            for offset, message in offsets:
+            for offset in offsets:
                 if len(outcome.delivered) + len(outcome.dead_letter) >= max_messages:
                     break
+                message = self._message(pk, offset)
                 fact = self._require_fact(pk, offset)
                 if state.is_expired(fact, now_ms, retention_ms):
                     self._drop(pk, st, offset, fact, batch)

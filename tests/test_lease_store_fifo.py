@@ -397,3 +397,26 @@ def test_rebuild_keeps_a_group_locked_while_its_message_is_in_flight(
     assert receive_fifo(store, clock) == ["b1"]
     clock.advance(VISIBILITY_MS)
     assert receive_fifo(store, clock) == ["a1", "a2", "b1"]
+
+
+@on_every_backend
+def test_a_locked_groups_long_backlog_is_skipped_page_by_page(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given 600 messages of group a ahead of one of group b, and a's head in flight
+    store.ingest(PK, grouped(*["a"] * 600, "b"))
+    assert receive_fifo(store, clock, max_messages=1) == ["a1"]
+    # When received again, twice (the second time from the scanned groups kept in memory)
+    first = receive_fifo(store, clock)
+    store.ingest(PK, [(601, a_fifo_message("c1", group="c"))])
+    second = receive_fifo(store, clock)
+    # Then b's message, then c's, are found behind a's backlog
+    assert first == ["b1"]
+    assert second == ["c1"]
+    # and a scan limit below the backlog leaves them unseen (the documented bound)
+    store.ingest(PK, [(602, a_fifo_message("d1", group="d"))])
+    limited = store.receive_fifo(
+        PK, clock.now_ms(), 10, VISIBILITY_MS, RETENTION_MS, scan_limit=500
+    )
+    assert limited.delivered == []
+    assert receive_fifo(store, clock) == ["d1"]
