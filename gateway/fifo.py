@@ -58,10 +58,13 @@ def check_attempt_id(attempt_id: str | None) -> None:
         raise _invalid_id("ReceiveRequestAttemptId", attempt_id)
 
 
-def check_standard_send(deduplication_id: str | None) -> None:
-    """A standard queue takes no MessageDeduplicationId."""
+def check_standard_send(group_id: str | None, deduplication_id: str | None) -> None:
+    """A standard queue takes no MessageDeduplicationId; a MessageGroupId (fair queues) follows
+    the FIFO rules for it."""
     if deduplication_id is not None:
         raise _not_for_this_queue_type("MessageDeduplicationId", deduplication_id)
+    if group_id is not None and not _ID.match(group_id):
+        raise _invalid_id("MessageGroupId", group_id)
 
 
 def check_fifo_send(

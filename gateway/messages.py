@@ -94,6 +94,9 @@ class MessageService:
         self._handles = handles
         self._region = region
         self.fifo = FifoService(self, leases, clock)
+        # Standard queues that were sent a MessageGroupId (fair queues), by topic. In memory: after
+        # a restart a queue is fair again from its next grouped send.
+        self.fair_topics: set[str] = set()
         self._ingest_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = (
             defaultdict(list)
         )
@@ -199,6 +202,8 @@ class MessageService:
     async def send(self, record: QueueRecord, message: StoredMessage) -> Delivered:
         """Produce and apply a message; returns where it landed."""
         group = message.message_group_id if is_fifo(record) else None  # FIFO: key = group
+        if group is None and message.message_group_id is not None:
+            self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)
         delivered = await self._producer.send(
             record.topic,
             message.body,
@@ -295,8 +300,13 @@ class MessageService:
             wanted = max_messages - len(received)
             if wanted <= 0:
                 break
-            # FIFO: groups in order, nothing from a group with a message in flight.
-            take = self._leases.receive_fifo if fifo_queue else self._leases.receive
+            # FIFO: groups in order, nothing from a group with a message in flight. Fair: a
+            # standard queue sent MessageGroupIds since this gateway started; groups take turns.
+            take = self._leases.receive
+            if fifo_queue:
+                take = self._leases.receive_fifo
+            elif record.topic in self.fair_topics:
+                take = self._leases.receive_fair
             outcome = take(pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count)
             received.extend(Received(d, self._handle(record, pk, d)) for d in outcome.delivered)
             if outcome.expired_ids:

@@ -721,6 +721,74 @@ class LeaseStore:
         self._commit(pk, st, batch)
         return outcome
 
+    def receive_fair(
+        self,
+        pk: PartitionKey,
+        now_ms: int,
+        max_messages: int,
+        visibility_ms: int,
+        retention_ms: int,
+        max_receive_count: int | None = None,
+        dead_letter_hold_ms: int = 30_000,
+        scan_limit: int = 10_000,
+    ) -> ReceiveOutcome:
+        """`receive` for a fair standard queue (messages with MessageGroupId): groups take turns.
+
+        The visible messages are read in log order (at most `scan_limit`, until as many
+        groups as `max_messages` were seen), then taken one per group in turn, groups in the
+        order their first message comes, so a group that floods the queue does not keep the
+        others' messages waiting behind its backlog. Messages without a group form one group.
+        Nothing is locked: this is a standard queue.
+        """
+        st = self._state(pk)
+        now_ms = self._not_before_sweep(st, now_ms)
+        self._sweep_now(pk, st, now_ms)
+        outcome = ReceiveOutcome()
+        if st.visible <= 0:
+            return outcome
+        groups = self._fifo_groups.setdefault(pk, {})
+        if len(groups) > _FIFO_GROUP_CACHE:
+            groups.clear()
+        queues: dict[str, list[int]] = {}  # group -> its visible offsets, groups in log order
+        scanned = 0
+        region = b"R" + pk.prefix
+        start, end = region, region + b"\xff" * 8
+        while len(queues) < max_messages and scanned < scan_limit:
+            rows = self._floors.scan(region, start, end, min(256, scan_limit - scanned))
+            if not rows:
+                break
+            scanned += len(rows)
+            start = rows[-1][0] + b"\x00"
+            for key, _ in rows:
+                (offset,) = _I64.unpack_from(key, len(region))
+                group = groups.get(offset)
+                if group is None:
+                    group = groups[offset] = self._message(pk, offset).message_group_id or ""
+                queues.setdefault(group, []).append(offset)
+        turns: list[int] = []  # round robin: each group's first, then each group's second...
+        depth = 0
+        while len(turns) < max_messages and any(len(q) > depth for q in queues.values()):
+            turns += [q[depth] for q in queues.values() if len(q) > depth]
+            depth += 1
+        batch = WriteBatch()
+        for offset in turns[:max_messages]:
+            fact = self._require_fact(pk, offset)
+            message = self._message(pk, offset)
+            if state.is_expired(fact, now_ms, retention_ms):
+                self._drop(pk, st, offset, fact, batch)
+                outcome.expired += 1
+                outcome.expired_ids.append(message.message_id)
+            elif state.exceeds_max_receives(fact, max_receive_count):
+                held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
+                self._replace_fact(pk, st, offset, fact, held, batch)
+                outcome.dead_letter.append(Delivery(offset, held, message))
+            else:
+                leased = state.receive(fact, now_ms, visibility_ms)
+                self._replace_fact(pk, st, offset, fact, leased, batch)
+                outcome.delivered.append(Delivery(offset, leased, message))
+        self._commit(pk, st, batch)
+        return outcome
+
     def _group_locked(self, pk: PartitionKey, group: str, now_ms: int, get: fifo.Get) -> bool:
         """Whether a message the group's last receive took is still out of sight."""
         raw = get(fifo.group_key(pk.prefix, group))

@@ -420,3 +420,40 @@ def test_a_locked_groups_long_backlog_is_skipped_page_by_page(
     )
     assert limited.delivered == []
     assert receive_fifo(store, clock) == ["d1"]
+
+
+# -- fair standard queues: groups take turns -------------------------------------------------
+
+
+def receive_fair(store: LeaseStore, clock: ManualClock, max_messages: int = 10) -> list[str]:
+    outcome = store.receive_fair(PK, clock.now_ms(), max_messages, VISIBILITY_MS, RETENTION_MS)
+    return [d.message.message_id for d in outcome.delivered]
+
+
+@on_every_backend
+def test_fair_receive_serves_a_quiet_group_before_a_floods_backlog(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given 500 messages of a flooding group ahead of one of a quiet group
+    store.ingest(PK, grouped(*["noisy"] * 500, "quiet"))
+    # When a fair receive takes 3
+    taken = receive_fair(store, clock, 3)
+    # Then the quiet group's message is among them, groups taking turns in log order
+    assert taken == ["noisy1", "quiet1", "noisy2"]
+    # and nothing is locked: the flood goes on being served
+    assert receive_fair(store, clock, 2) == ["noisy3", "noisy4"]
+    assert store.counts(PK, clock.now_ms()) == Counts(496, 5, 0)
+
+
+@on_every_backend
+def test_fair_receive_moves_dead_letters_and_drops_expired(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    store.ingest(PK, grouped("a", "b"))
+    assert receive_fair(store, clock) == ["a1", "b1"]
+    clock.advance(VISIBILITY_MS)
+    outcome = store.receive_fair(PK, clock.now_ms(), 10, VISIBILITY_MS, RETENTION_MS, 1)
+    assert [d.message.message_id for d in outcome.dead_letter] == ["a1", "b1"]
+    clock.advance(RETENTION_MS)
+    outcome = store.receive_fair(PK, clock.now_ms(), 10, VISIBILITY_MS, RETENTION_MS)
+    assert outcome.expired_ids == ["a1", "b1"] and outcome.delivered == []

@@ -73,7 +73,7 @@ def build_message(
         )
         delay_s = None  # the queue's delay applies
     else:
-        check_standard_send(req.message_deduplication_id)
+        check_standard_send(req.message_group_id, req.message_deduplication_id)
     if delay_s is None:
         delay_s = int(record.attributes.get("DelaySeconds", DEFAULTS["DelaySeconds"]))
     trace = req.message_system_attributes.get("AWSTraceHeader")
