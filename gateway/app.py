@@ -120,7 +120,7 @@ class _Parts:
             queues=queues,
             events_published=self.events.published,
             events_dropped=self.events.dropped,
-            events_buffered=self.events.buffered,
+            events_buffered=self.events.buffered + self.sink.held_back,
             events_errors=self.sink.errors,
             producers={
                 "messages": self.producer.statistics.latest,
@@ -269,6 +269,7 @@ async def _start(
     gauges = asyncio.create_task(
         publish_gauges(registry, messages, sink, settings.gauge_interval_s)
     )
+    background.append(asyncio.create_task(_flush_events_every_second(sink)))
     parts = _Parts(
         producer,
         ingest,
@@ -314,6 +315,7 @@ def build_app(
             parts.backlog, parts.expiry, parts.gauges, *parts.background, return_exceptions=True
         )
         await parts.move_tasks.close()  # before the producer and lease store close
+        parts.sink.flush()  # the empty receives counted since the last second
         parts.ingest.stop()
         parts.producer.close()
         parts.follower.close()
@@ -329,6 +331,12 @@ def build_app(
     app.router.add_get("/metrics", _metrics)  # before the catch-all: SQS is served on any path
     app.router.add_route("*", "/{tail:.*}", _handle)
     return app
+
+
+async def _flush_events_every_second(sink: KafkaEventSink) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        sink.flush()  # never raises
 
 
 async def _answer_long_polls(app: web.Application) -> None:

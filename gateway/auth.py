@@ -49,8 +49,8 @@ def authenticate(request: web.Request, body: bytes, directory: Directory, now: d
     headers, query = request.headers, request.query
     if not sigv4.is_signed(headers, query):
         return Caller(anonymous(directory.default_account_id), None)
-    access_key = sigv4.access_key_of(headers, query)
-    if directory.accept_any_access_key and access_key and directory.credential(access_key) is None:
+    access_key = sigv4.access_key_of(headers, query) if directory.accept_any_access_key else None
+    if access_key and directory.credential(access_key) is None:
         caller = Caller(directory.any_key_principal(access_key), _scope_region(headers, query))
     else:
         verified = sigv4.verify(

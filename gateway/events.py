@@ -37,6 +37,9 @@ class EventSink:
     def empty_receive(self, record: QueueRecord) -> None:
         """A ReceiveMessage returned nothing, after its long poll."""
 
+    def flush(self) -> None:
+        """Publish what is held back (empty receives are counted before they are sent)."""
+
     def deleted(self, record: QueueRecord, message_id: str) -> None:
         """A delete removed this message (not called when it was already gone)."""
 
@@ -72,13 +75,27 @@ def _never_raises(
     return guarded
 
 
+# Empty receives of one queue within this long (and within one minute) share one event.
+EMPTY_RECEIVE_WINDOW_MS = 1000
+
+
 class KafkaEventSink(EventSink):
-    """Publishes each outcome to `__kqs_events`, timestamped by the gateway's clock."""
+    """Publishes each outcome to `__kqs_events`, timestamped by the gateway's clock.
+
+    Empty receives are the exception: a short-polling consumer of an empty queue makes
+    hundreds a second, each otherwise a record of its own. They are counted per queue and
+    published as one event (`count`, the time of the first) per window of up to
+    `EMPTY_RECEIVE_WINDOW_MS` that never spans a minute boundary, so the per-minute
+    NumberOfEmptyReceives is exact. `flush()` publishes what is counted; the gateway calls
+    it every second and at shutdown.
+    """
 
     def __init__(self, publisher: Publisher, clock: Clock) -> None:
         self._publisher = publisher
         self._clock = clock
         self.errors = 0  # events that could not even be built (a bug): logged, never raised
+        # queue topic -> (record, time of the first empty receive counted, how many)
+        self._empty_receives: dict[str, tuple[QueueRecord, int, int]] = {}
 
     @_never_raises
     def sent(self, record: QueueRecord, message: StoredMessage, size: int) -> None:
@@ -109,9 +126,33 @@ class KafkaEventSink(EventSink):
     @_never_raises
     def empty_receive(self, record: QueueRecord) -> None:
         ts = self._clock.now_ms()
+        counted = self._empty_receives.get(record.topic)
+        if counted is not None:
+            _, first_ms, count = counted
+            if ts - first_ms < EMPTY_RECEIVE_WINDOW_MS and ts // 60_000 == first_ms // 60_000:
+                self._empty_receives[record.topic] = (record, first_ms, count + 1)
+                return
+            self._publish_empty_receives(*counted)
+        self._empty_receives[record.topic] = (record, ts, 1)
+
+    @property
+    def held_back(self) -> int:
+        """Events counted but not yet handed to the publisher (see `flush`)."""
+        return len(self._empty_receives)
+
+    @_never_raises
+    def flush(self) -> None:
+        """Publish the empty receives counted so far."""
+        counted, self._empty_receives = self._empty_receives, {}
+        for record, first_ms, count in counted.values():
+            self._publish_empty_receives(record, first_ms, count)
+
+    def _publish_empty_receives(self, record: QueueRecord, first_ms: int, count: int) -> None:
         self._publish(
             record,
-            event_format.empty_receive(ts, record.account_id, record.name, region=record.region),
+            event_format.empty_receive(
+                first_ms, record.account_id, record.name, region=record.region, count=count
+            ),
         )
 
     @_never_raises

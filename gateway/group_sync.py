@@ -17,27 +17,35 @@ from collections.abc import Callable
 class GroupSync:
     def __init__(self, sync: Callable[[], None]) -> None:
         self._sync = sync
-        self._pending: asyncio.Future[None] | None = None
+        # The waiters of the sync scheduled for the end of this turn; None when none is.
+        # Each has its own future, so a cancelled request cancels only its own wait.
+        self._waiting: list[asyncio.Future[None]] | None = None
         self.syncs = 0  # fsyncs performed, for tests and metrics
         self.waiters = 0  # requests that waited for one
 
     async def durable(self) -> None:
         """Return once every write made so far is durable; raises what the sync raised."""
         self.waiters += 1
-        if self._pending is None:
-            loop = asyncio.get_running_loop()
-            self._pending = loop.create_future()
+        loop = asyncio.get_running_loop()
+        if self._waiting is None:
+            self._waiting = []
             # call_soon: requests already runnable in this turn write first, then join.
-            loop.call_soon(self._run, self._pending)
-        await asyncio.shield(self._pending)
+            loop.call_soon(self._run)
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(waiter)
+        await waiter
 
-    def _run(self, pending: asyncio.Future[None]) -> None:
-        self._pending = None  # writes from now on need the next sync
+    def _run(self) -> None:
+        waiting, self._waiting = self._waiting or [], None  # later writes need the next sync
         try:
             self._sync()
             self.syncs += 1
         except Exception as error:  # noqa: BLE001 - handed to every waiter
-            pending.set_exception(error)
-            pending.exception()  # retrieved: a waiter that was cancelled must not log it
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_exception(error)
+                    waiter.exception()  # retrieved: nobody else logs it
             return
-        pending.set_result(None)
+        for waiter in waiting:
+            if not waiter.done():
+                waiter.set_result(None)

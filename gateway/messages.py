@@ -3,7 +3,9 @@
 Send produces the record (acks=all) and answers once the record is applied to the lease
 store, so a message acknowledged to a client is both durable in Kafka and receivable at once.
 The gateway that produced a record applies it from its delivery report, which names the
-offset; the ingest consumer reads it back too and skips what is applied already. Records
+offset: all the records of one batch of reports in one lease-store write, in the event-loop
+turn the reports arrive in, so the sends answer in the next turn. The ingest consumer reads
+the records back too and skips what is applied already. Records
 applied out of turn (a report whose predecessor on the partition is not applied yet: a
 foreign producer's record, another gateway's) wait in `_ahead` until ingest fills the gap,
 so a partition's applied offset only ever moves over a contiguous run. Receive takes leases
@@ -109,6 +111,7 @@ class MessageService:
         # without decoding them. Written only here, on the event loop.
         self.applied_hint: dict[tuple[str, int], int] = {}
         self._next_partition: dict[str, int] = defaultdict(int)
+        producer.add_batch_listener(self._apply_delivered)
         # Last PurgeQueue per queue topic (so per incarnation), in memory: a gateway restart
         # or another gateway of the cluster does not know it.
         self._purged_at_ms: dict[str, int] = {}
@@ -124,24 +127,37 @@ class MessageService:
         self._leases.ingest(pk, batch)
         self._apply_ahead(record, topic, partition, pk)
 
-    def _on_delivered(
-        self, record: QueueRecord, topic: str, partition: int, offset: int, message: StoredMessage
+    def _delivered(
+        self, message: StoredMessage, delivered: Delivered, applied: asyncio.Future[None]
     ) -> None:
-        """Apply a record this gateway produced, from its delivery report.
+        """A record this gateway produced was acknowledged (on the loop, from its report).
 
-        Applied at the end of the event-loop turn, together with the other records delivered
-        in it (the ten of a SendMessageBatch, concurrent sends): one lease-store write for
-        all of them instead of one each.
+        It is applied by `_apply_delivered` once the whole batch of reports is in, together
+        with the other records of the batch (the ten of a SendMessageBatch, concurrent
+        sends): one lease-store write for all of them, and `applied` settled in the same
+        event-loop turn, so the send answers in the next.
         """
-        pk = partition_keys(record)[partition]
-        if offset <= self._leases.applied_offset(pk):
-            return  # ingest was first
-        self._ahead[pk][offset] = message
-        if not self._to_apply:
-            asyncio.get_running_loop().call_soon(self._apply_delivered)
-        self._to_apply[pk] = (record, topic, partition)
+        current = self._registry.by_topic(delivered.topic)
+        if current is None:
+            applied.set_result(None)  # the queue was deleted while the record was in transit
+            return
+        pk = partition_keys(current)[delivered.partition]
+        if delivered.offset <= self._leases.applied_offset(pk):
+            applied.set_result(None)  # ingest was first
+            return
+        if delivered.timestamp_ms > 0:
+            # What ingest would read back: the broker's timestamp (CreateTime: ours).
+            message = replace(message, sent_ms=delivered.timestamp_ms)
+        self._ahead[pk][delivered.offset] = message
+        self._to_apply[pk] = (current, delivered.topic, delivered.partition)
+        self._ingest_waiters[(delivered.topic, delivered.partition)].append(
+            (delivered.offset, applied)
+        )
 
     def _apply_delivered(self) -> None:
+        """After each batch of delivery reports (`AsyncProducer.add_batch_listener`)."""
+        if not self._to_apply:
+            return
         to_apply, self._to_apply = self._to_apply, {}
         for pk, (record, topic, partition) in to_apply.items():
             if self._registry.by_topic(topic) is None:
@@ -183,27 +199,30 @@ class MessageService:
             self._ingest_waiters[(topic, partition)] = still
         self._signals.notify(record.key)
 
-    async def _until_ingested(
-        self, topic: str, partition: int, offset: int, pk: PartitionKey
+    async def _until_applied(
+        self, applied: asyncio.Future[None], topic: str, partition: int, offset: int
     ) -> None:
-        if self._leases.applied_offset(pk) >= offset:
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._ingest_waiters[(topic, partition)].append((offset, future))
         try:
-            await asyncio.wait_for(future, INGEST_WAIT_S)
+            await asyncio.wait_for(applied, INGEST_WAIT_S)
         except TimeoutError:
             log.warning(
-                "send answered before ingest caught up", extra={"topic": topic, "offset": offset}
+                "send answered before ingest caught up",
+                extra={"topic": topic, "partition": partition, "offset": offset},
             )
 
     # -- send ------------------------------------------------------------------------------
 
     async def send(self, record: QueueRecord, message: StoredMessage) -> Delivered:
-        """Produce and apply a message; returns where it landed."""
+        """Append the message; returns where it landed, once Kafka acknowledged it and it is
+        receivable."""
         group = message.message_group_id if is_fifo(record) else None  # FIFO: key = group
         if group is None and message.message_group_id is not None:
             self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)
+        applied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_delivered(delivered: Delivered) -> None:
+            self._delivered(message, delivered, applied)
+
         delivered = await self._producer.send(
             record.topic,
             message.body,
@@ -211,16 +230,14 @@ class MessageService:
             headers=to_headers(message, id_in_header=group is not None),
             timestamp_ms=message.sent_ms,
             partition=None if group is None else group_partition(group, record.partitions),
+            on_delivered=on_delivered,
         )
-        current = self._registry.by_topic(delivered.topic)
-        if current is None:
-            return delivered  # the queue was deleted while the record was in transit
-        if delivered.timestamp_ms > 0:
-            # What ingest would read back: the broker's timestamp (CreateTime: ours).
-            message = replace(message, sent_ms=delivered.timestamp_ms)
-        self._on_delivered(current, delivered.topic, delivered.partition, delivered.offset, message)
-        pk = partition_keys(current)[delivered.partition]
-        await self._until_ingested(delivered.topic, delivered.partition, delivered.offset, pk)
+        if not applied.done():
+            # Not applied in its own turn (a gap before it on the partition: another
+            # producer's records, which ingest brings).
+            await self._until_applied(
+                applied, delivered.topic, delivered.partition, delivered.offset
+            )
         return delivered
 
     # -- receive ---------------------------------------------------------------------------

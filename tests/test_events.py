@@ -141,6 +141,7 @@ def test_sink_publishes_one_event_per_message_keyed_by_queue_at_clock_time() -> 
     sink.received(QUEUE, [first, second])
     sink.expired(QUEUE, ["m3"])
     sink.empty_receive(QUEUE)
+    sink.flush()  # empty receives are counted, then published together
 
     # Then one event per message, each with the queue's key and the clock's time
     assert [(key, e["type"], e.get("message_id")) for key, e in publisher.records] == [
@@ -151,6 +152,38 @@ def test_sink_publishes_one_event_per_message_keyed_by_queue_at_clock_time() -> 
     ]
     assert [e.get("receive_count") for _, e in publisher.records[:2]] == [1, 3]
     assert {e["ts"] for _, e in publisher.records} == {T0 + 5 * SECOND_MS}
+
+
+def test_sink_counts_empty_receives_per_queue_in_windows_of_a_second_within_a_minute() -> None:
+    # Given a sink 59.5 s into a minute (T0 is 20 s into one)
+    sink, publisher, clock = a_sink()
+    clock.advance(39_500)
+    start = clock.now_ms()
+    # When a queue sees 3 empty receives within 0.4 s, another queue 1, then (the minute
+    # turns) 2 more on the first queue, then 1 more 1.5 s after those
+    for _ in range(3):
+        sink.empty_receive(QUEUE)
+        clock.advance(200)
+    sink.empty_receive(DLQ)
+    assert publisher.records == [] and sink.held_back == 2  # nothing sent yet
+    clock.advance(100)  # 60.2 s: a new minute
+    sink.empty_receive(QUEUE)
+    sink.empty_receive(QUEUE)
+    clock.advance(1_500)
+    sink.empty_receive(QUEUE)
+    sink.flush()
+    # Then one event per queue and window: the time of its first, the number it stands for
+    got = [(key, e["ts"] - start, e["count"]) for key, e in publisher.records]
+    assert sorted(got) == sorted(
+        [
+            ("000000000000/orders", 0, 3),  # the first minute's
+            ("000000000000/orders", 700, 2),  # the next minute's first second
+            ("000000000000/orders", 2_200, 1),
+            ("000000000000/orders-dlq", 600, 1),
+        ]
+    )
+    assert sink.held_back == 0
+    assert sum(e["count"] for _, e in publisher.records) == 7
 
 
 def test_sink_keys_a_dead_letter_move_by_the_dlq() -> None:

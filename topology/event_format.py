@@ -98,8 +98,11 @@ def deleted(ts_ms: int, account_id: str, queue_name: str, message_id: str, *, re
     return {**_base(DELETED, ts_ms, account_id, queue_name, region), "message_id": message_id}
 
 
-def empty_receive(ts_ms: int, account_id: str, queue_name: str, *, region: str) -> Event:
-    return _base(EMPTY_RECEIVE, ts_ms, account_id, queue_name, region)
+def empty_receive(
+    ts_ms: int, account_id: str, queue_name: str, *, region: str, count: int = 1
+) -> Event:
+    """`count` empty receives of one queue, the first at `ts_ms` (all in the same minute)."""
+    return _base(EMPTY_RECEIVE, ts_ms, account_id, queue_name, region, count=count)
 
 
 def moved_to_dlq(

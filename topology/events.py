@@ -2,10 +2,14 @@
 
 Analytics events must not cost a client anything, so this producer is separate from the
 durable one (`producer.py`) and tuned the other way: `acks=1`, no idempotence, a few ms of
-linger, and a bounded local queue. `publish()` hands a record to librdkafka and returns at
-once; it never waits and never raises. A record that does not fit in the queue, or that the
-broker does not take within `message.timeout.ms`, is dropped and counted (by reason), with a
-warning at most every `DROP_LOG_INTERVAL_S`. Delivery reports are served by a poll thread.
+linger, and a bounded local queue. `publish()` appends a record to a queue in memory and
+returns at once; it never waits and never raises. The publisher's own thread hands what was
+queued to librdkafka every `HAND_OVER_S` and serves the delivery reports, so the request
+path pays neither librdkafka's produce call nor the wake-ups of its threads (on a busy core
+a wake-up can cost the event loop its time slice). A record that does not fit in the
+bounded queue (what waits for the hand-over and what librdkafka holds), or that the broker
+does not take within `message.timeout.ms`, is dropped and counted (by reason), with a
+warning at most every `DROP_LOG_INTERVAL_S`.
 
 Events are the most frequent records the gateway writes (about four per message moved, one
 per empty receive), so their cost per record matters more than their latency: librdkafka
@@ -19,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -60,6 +65,8 @@ async def ensure_events_topic(admin: TopicAdmin, partitions: int) -> None:
 
 
 class EventPublisher:
+    HAND_OVER_S = 0.05
+
     def __init__(
         self,
         bootstrap: str,
@@ -77,9 +84,15 @@ class EventPublisher:
             **(extra or {}),
         }
         self._producer = Producer(config)
-        # Each counter has one writer: the delivery failures the poll thread, `_accepted`
-        # and `buffer_full` the event loop.
+        self._buffer_messages = buffer_messages
+        # Published, not yet handed to librdkafka (appended by the loop, popped by the poll
+        # thread: deque appends and pops are atomic).
+        self._queued: deque[tuple[bytes, bytes]] = deque()
+        # Each counter has one writer: `_buffer_full` the event loop; the delivery failures,
+        # `_accepted` (handed to librdkafka) and `_refused` (librdkafka's queue was full
+        # at the hand-over) the poll thread.
         self._accepted = 0
+        self._refused = 0
         self._published_seen = 0
         self._delivery_failed = 0
         self._buffer_full = 0
@@ -91,7 +104,10 @@ class EventPublisher:
 
     @property
     def dropped(self) -> dict[str, int]:
-        return {BUFFER_FULL: self._buffer_full, DELIVERY_FAILED: self._delivery_failed}
+        return {
+            BUFFER_FULL: self._buffer_full + self._refused,
+            DELIVERY_FAILED: self._delivery_failed,
+        }
 
     @property
     def published(self) -> int:
@@ -109,35 +125,48 @@ class EventPublisher:
     def buffered(self) -> int:
         """Records handed to librdkafka and not yet acknowledged or dropped.
 
-        librdkafka's count, which includes its own pending requests and callbacks: 0 means
-        every event published so far has been delivered or dropped.
+        The queue not yet handed over plus librdkafka's count, which includes its own
+        pending requests and callbacks: 0 means every event published so far has been
+        delivered or dropped.
         """
-        return len(self._producer)
+        return len(self._queued) + len(self._producer)
 
     def publish(self, key: bytes, value: bytes) -> bool:
         """Queue one record for `__kqs_events`; False if it was dropped (buffer full)."""
         if self._stopping.is_set():
             return False
-        try:
-            self._producer.produce(EVENTS_TOPIC, value, key, on_delivery=self._on_delivery)
-        except (BufferError, KafkaException):
+        if len(self._queued) + len(self._producer) >= self._buffer_messages:
             self._buffer_full += 1
             self._log_drops()
             return False
-        self._accepted += 1
+        self._queued.append((key, value))
         return True
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Deliver what is buffered for up to `timeout_s`; what remains is dropped."""
+        self._stopping.set()
+        self._poller.join(timeout=5)
+        self._hand_over()
         remaining: int = self._producer.flush(timeout_s)
         if remaining:
             log.warning("events dropped at shutdown", extra={"events": remaining})
-        self._stopping.set()
-        self._poller.join(timeout=5)
 
     def _poll_forever(self) -> None:
         while not self._stopping.is_set():
-            self._producer.poll(0.1)
+            self._producer.poll(self.HAND_OVER_S)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        queued = self._queued
+        while queued:
+            key, value = queued.popleft()
+            try:
+                self._producer.produce(EVENTS_TOPIC, value, key, on_delivery=self._on_delivery)
+            except (BufferError, KafkaException):
+                self._refused += 1
+                self._log_drops()
+                continue
+            self._accepted += 1
 
     def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
         if error is not None:  # delivered ones are not reported (delivery.report.only.error)
@@ -154,7 +183,7 @@ class EventPublisher:
         if now < self._next_drop_log:
             return
         self._next_drop_log = now + DROP_LOG_INTERVAL_S
-        total = self._buffer_full + self._delivery_failed
+        total = self._buffer_full + self._refused + self._delivery_failed
         log.warning(
             "analytics events dropped",
             extra={

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +55,11 @@ class Delivered:
     timestamp_ms: int
 
 
-# A delivery report as the poll thread receives it: whose future, and the outcome.
-_Report = tuple["asyncio.Future[Delivered]", KafkaError | None, Message]
+# Told of a record's acknowledgement on the event loop, before its `send` resumes.
+OnDelivered = Callable[[Delivered], None]
+
+# A delivery report as the poll thread receives it: whose future (and callback), the outcome.
+_Report = tuple["asyncio.Future[Delivered]", OnDelivered | None, KafkaError | None, Message]
 
 
 class AsyncProducer:
@@ -77,6 +81,8 @@ class AsyncProducer:
         # Reports received by poll() and not yet handed to the loop (appended by whichever
         # thread polls; deque appends and pops are atomic).
         self._reports: deque[_Report] = deque()
+        # Called on the event loop after each handed-over batch of reports is settled.
+        self._batch_listeners: list[Callable[[], None]] = []
         # Delivery reports fire from poll(); a dedicated thread keeps them flowing without
         # blocking the event loop.
         self._poller = threading.Thread(target=self._poll_forever, name="kqs-producer", daemon=True)
@@ -94,18 +100,54 @@ class AsyncProducer:
         while self._reports:
             batch.append(self._reports.popleft())
         try:
-            self._loop.call_soon_threadsafe(_settle_all, batch)
+            self._loop.call_soon_threadsafe(self._settle_all, batch)
         except RuntimeError:
             pass  # the loop is closed: nobody waits for these any more
 
-    def _future(self) -> tuple[asyncio.Future[Delivered], Any]:
+    def add_batch_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener` on the event loop after each batch of delivery reports.
+
+        A batch is what one `poll()` returned. The `on_delivered` callbacks of its records
+        have run and their futures are settled, but no `send` has resumed yet: the listener
+        can finish their work for all of them at once, in the same event-loop turn.
+        """
+        self._batch_listeners.append(listener)
+
+    def _settle_all(self, reports: list[_Report]) -> None:
+        for future, on_delivered, error, msg in reports:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(ProduceFailed(error))
+                continue
+            topic, partition, offset = coordinates(msg)
+            _, timestamp_ms = msg.timestamp()
+            delivered = Delivered(topic, partition, offset, timestamp_ms)
+            if on_delivered is not None:
+                try:
+                    on_delivered(delivered)
+                except Exception:
+                    log.exception("delivery callback failed", extra={"topic": topic})
+            future.set_result(delivered)
+        self._batch_done()
+
+    def _batch_done(self) -> None:
+        for listener in self._batch_listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("delivery batch listener failed")
+
+    def _future(
+        self, on_delivered: OnDelivered | None = None
+    ) -> tuple[asyncio.Future[Delivered], Any]:
         """A future for one record and the `on_delivery` callback that settles it."""
         self._loop = asyncio.get_running_loop()
         future: asyncio.Future[Delivered] = self._loop.create_future()
         reports = self._reports
 
         def on_delivery(error: KafkaError | None, msg: Message) -> None:
-            reports.append((future, error, msg))
+            reports.append((future, on_delivered, error, msg))
 
         return future, on_delivery
 
@@ -117,8 +159,14 @@ class AsyncProducer:
         headers: list[tuple[str, bytes]] | None = None,
         timestamp_ms: int = 0,
         partition: int | None = None,
+        on_delivered: OnDelivered | None = None,
     ) -> Delivered:
-        future, on_delivery = self._future()
+        """Produce a record; returns once the broker acknowledged it.
+
+        `on_delivered` runs on the event loop when the acknowledgement arrives, in the same
+        turn as the batch listeners, before this coroutine resumes.
+        """
+        future, on_delivery = self._future(on_delivered)
         kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": on_delivery}
         if headers:
             kwargs["headers"] = headers
@@ -167,18 +215,6 @@ class AsyncProducer:
         self._poller.join(timeout=5)
 
 
-def _settle_all(reports: list[_Report]) -> None:
-    for future, error, msg in reports:
-        if future.done():
-            continue
-        if error is not None:
-            future.set_exception(ProduceFailed(error))
-            continue
-        topic, partition, offset = coordinates(msg)
-        _, timestamp_ms = msg.timestamp()
-        future.set_result(Delivered(topic, partition, offset, timestamp_ms))
-
-
 def coordinates(msg: Message) -> tuple[str, int, int]:
     """Topic, partition and offset of a delivered or consumed record (never None there)."""
     topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
@@ -192,10 +228,15 @@ class FollowerProducer:
     but a failure's.
 
     The durability settings stay (idempotence keeps each partition's records in order, which
-    the compacted changelog needs: a retried older fact must never land after a newer one);
-    what goes is the Python callback per record on the poll thread, which took the GIL from
-    the request path once per record.
+    the compacted changelog needs: a retried older fact must never land after a newer one).
+    `produce` only notes the record: its own thread hands what was noted to librdkafka every
+    `HAND_OVER_S`, keeping the latest value of each key. So the request path pays neither
+    librdkafka's call nor the wake-ups of its threads (on a busy core each wake-up can cost
+    the event loop its time slice), and a key written twice in that time (a message received
+    and deleted at once) is produced once, as a compacted topic would keep it anyway.
     """
+
+    HAND_OVER_S = 0.05
 
     def __init__(self, bootstrap: str, name: str) -> None:
         self.failures = 0  # written by the poll thread only
@@ -210,34 +251,46 @@ class FollowerProducer:
                 "logger": LIBRDKAFKA,
             }
         )
+        # (topic, key) -> value, in first-noted order; swapped out whole under the lock.
+        self._noted: dict[tuple[str, bytes], bytes | None] = {}
+        self._noted_lock = threading.Lock()
         self._stopping = threading.Event()
         self._poller = threading.Thread(target=self._poll_forever, name=name, daemon=True)
         self._poller.start()
 
     def produce(self, topic: str, value: bytes | None, key: bytes) -> None:
-        """Hand a record to librdkafka (in call order); a full local queue is drained in place."""
-        while True:
-            try:
-                self._producer.produce(topic, value=value, key=key)
-                return
-            except BufferError:
-                self._producer.poll(0.01)
+        """Note a record for the next hand-over (calls keep their order per key)."""
+        with self._noted_lock:
+            self._noted[(topic, key)] = value
 
     def flush(self, timeout_s: float = 30.0) -> int:
-        """Wait for outstanding records; returns how many are still undelivered."""
+        """Hand over what is noted and wait for it; returns how many are still undelivered."""
+        self._hand_over()
         remaining: int = self._producer.flush(timeout_s)
         return remaining
 
     def close(self) -> None:
+        self._stopping.set()
+        self._poller.join(timeout=5)
         remaining = self.flush()
         if remaining:
             log.warning("producer closed with undelivered records", extra={"remaining": remaining})
-        self._stopping.set()
-        self._poller.join(timeout=5)
 
     def _poll_forever(self) -> None:
         while not self._stopping.is_set():
-            self._producer.poll(0.1)
+            self._producer.poll(self.HAND_OVER_S)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        with self._noted_lock:
+            noted, self._noted = self._noted, {}
+        for (topic, key), value in noted.items():
+            while True:
+                try:
+                    self._producer.produce(topic, value=value, key=key)
+                    break
+                except BufferError:
+                    self._producer.poll(0.01)  # the local queue is full: let it drain
 
     def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
         if error is not None:

@@ -35,7 +35,7 @@ from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.events import EventPublisher
 from topology.ingest import BatchHandler, IngestConsumer
-from topology.producer import AsyncProducer, Delivered, FollowerProducer
+from topology.producer import AsyncProducer, Delivered, FollowerProducer, OnDelivered
 from topology.producer_stats import StatisticsHolder
 from topology.record_format import from_record
 
@@ -68,6 +68,7 @@ class InstantProducer(AsyncProducer):
     def __init__(self, log: Log) -> None:  # no librdkafka, no poll thread
         self.statistics = StatisticsHolder()
         self._log = log
+        self._batch_listeners = []
 
     def _produce(
         self,
@@ -93,8 +94,13 @@ class InstantProducer(AsyncProducer):
         headers: list[tuple[str, bytes]] | None = None,
         timestamp_ms: int = 0,
         partition: int | None = None,
+        on_delivered: OnDelivered | None = None,
     ) -> Delivered:
-        return self._produce(topic, value, key, headers, timestamp_ms, partition)
+        delivered = self._produce(topic, value, key, headers, timestamp_ms, partition)
+        if on_delivered is not None:
+            on_delivered(delivered)
+        self._batch_done()  # each record is its own batch of reports
+        return delivered
 
     def send_soon(
         self, topic: str, value: bytes | None, key: bytes | None = None
