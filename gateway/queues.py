@@ -284,7 +284,7 @@ class QueueRegistry:
             account_id=account_id,
             name=name,
             incarnation=uuid.uuid4().hex,
-            partitions=self._default_partitions,
+            partitions=self._partitions_for(fifo, attributes),
             attributes={
                 **DEFAULTS,
                 **(FIFO_DEFAULTS if fifo else {}),
@@ -340,6 +340,12 @@ class QueueRegistry:
         self._on_deleted(record)
         await self._admin.delete_topic(record.topic)
         log.info("queue deleted", extra={"queue": record.key, "topic": record.topic})
+
+    def _partitions_for(self, fifo: bool, attributes: dict[str, str]) -> int:
+        """A new queue's partitions: the default, more for a high-throughput FIFO queue."""
+        if fifo and attributes.get("FifoThroughputLimit") == "perMessageGroupId":
+            return max(self._default_partitions, limits.HIGH_THROUGHPUT_FIFO_PARTITIONS)
+        return self._default_partitions
 
     def _region_in_names(self, region: str, account_id: str, name: str) -> bool:
         """Region-less names for the default region, unless that catalog key belongs to a

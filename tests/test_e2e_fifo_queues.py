@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from confluent_kafka.admin import AdminClient
 
+from gateway.queues import group_partition
 from tests.fifo_support import arn_of, error_of, new_fifo_queue, unique
-from tests.harness import NewQueue
+from tests.harness import ACCOUNT_ID, NewQueue
 
 FIFO_NAME_RULE = (
     "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "
@@ -217,3 +219,38 @@ def test_fifo_queue_accepts_a_fifo_dead_letter_queue(sqs: Any) -> None:
     url = new_fifo_queue(sqs, "src", RedrivePolicy=json.dumps(policy))
     stored = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
     assert json.loads(stored["Attributes"]["RedrivePolicy"]) == policy
+
+
+def test_high_throughput_fifo_queue_spreads_its_groups_over_more_partitions(
+    sqs: Any, kafka_bootstrap: str
+) -> None:
+    # Given a FIFO queue created in high-throughput mode, and one in the default mode
+    fast = new_fifo_queue(
+        sqs, "fast", DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId"
+    )
+    plain = new_fifo_queue(sqs, "plain")
+    # When messages of several groups are sent to the first
+    sent = [
+        sqs.send_message(QueueUrl=fast, MessageBody=g, MessageGroupId=g, MessageDeduplicationId=g)
+        for g in ("alpha", "beta", "gamma", "delta", "epsilon")
+    ]
+    # Then its topic has four partitions (the other the gateway's default of one), and the
+    # groups landed on more than one of them
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    topics = admin.list_topics(timeout=10).topics
+
+    def partitions_of(url: str) -> int:
+        name = url.rsplit("/", 1)[1]
+        [topic] = [t for t in topics if t.startswith(f"kqs.{ACCOUNT_ID}.{name}.")]
+        return len(topics[topic].partitions)
+
+    assert (partitions_of(fast), partitions_of(plain)) == (4, 1)
+    assert len({group_partition(g, 4) for g in ("alpha", "beta", "gamma", "delta", "epsilon")}) > 1
+    assert all(len(s["SequenceNumber"]) == 20 for s in sent)
+    received = sqs.receive_message(QueueUrl=fast, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+    messages = received.get("Messages", [])
+    while len(messages) < 5:
+        more = sqs.receive_message(QueueUrl=fast, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+        assert "Messages" in more
+        messages += more["Messages"]
+    assert sorted(m["Body"] for m in messages) == ["alpha", "beta", "delta", "epsilon", "gamma"]
