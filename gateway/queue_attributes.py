@@ -126,6 +126,18 @@ def is_fifo_name(name: str) -> bool:
     return name.endswith(".fifo")
 
 
+def fifo_only_message(name: str) -> str:
+    """What SQS answers when a standard queue is given a FIFO attribute to set.
+
+    As AWS users report it from CreateQueue and SetQueueAttributes (CloudFormation and
+    Terraform logs, cdkd's notes): the two throughput settings name FifoQueue; the others
+    are simply unknown.
+    """
+    if name in ("DeduplicationScope", "FifoThroughputLimit"):
+        return f"You can specify the {name} only when FifoQueue is set to true."
+    return f"Unknown Attribute {name}."
+
+
 def validate_settable(attributes: dict[str, str], fifo: bool = False) -> dict[str, str]:
     """Check names and value formats; returns the attributes normalised (booleans lower-case).
 
@@ -143,7 +155,7 @@ def validate_settable(attributes: dict[str, str], fifo: bool = False) -> dict[st
         )
     for name, value in attributes.items():
         if name in FIFO_ONLY and not fifo:
-            raise InvalidAttributeName(f"Unknown Attribute {name}.")
+            raise InvalidAttributeName(fifo_only_message(name))
         validator = _VALIDATORS.get(name) or _FIFO_VALIDATORS.get(name)
         if validator is None:
             raise InvalidAttributeName(f"Unknown Attribute {name}.")

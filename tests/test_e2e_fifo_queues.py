@@ -3,8 +3,9 @@
 CreateQueue's name and FifoQueue rules, the FIFO attributes (defaults, validation, reading
 them back), their absence on standard queues, and dead-letter queues of the same type. Codes
 and texts are AWS's: LocalStack's AWS-validated tests (codes of the name rules), AWS users'
-reports of CreateQueue errors (the RedrivePolicy type and FifoThroughputLimit texts), and SDK
-test suites run against AWS ("Unknown Attribute FifoQueue.").
+reports of CreateQueue errors (the RedrivePolicy type and FifoThroughputLimit texts, "You can
+specify the DeduplicationScope only when FifoQueue is set to true"), cdkd's notes on
+SetQueueAttributes, and SDK test suites run against AWS ("Unknown Attribute FifoQueue.").
 """
 
 from __future__ import annotations
@@ -115,6 +116,30 @@ def test_create_fifo_queue_accepts_a_name_of_80_characters(sqs: Any) -> None:
     assert url.endswith("/" + name)
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("ContentBasedDeduplication", "true", "Unknown Attribute ContentBasedDeduplication."),
+        (
+            "DeduplicationScope",
+            "messageGroup",
+            "You can specify the DeduplicationScope only when FifoQueue is set to true.",
+        ),
+        (
+            "FifoThroughputLimit",
+            "perMessageGroupId",
+            "You can specify the FifoThroughputLimit only when FifoQueue is set to true.",
+        ),
+    ],
+)
+def test_create_standard_queue_refuses_fifo_attributes(
+    sqs: Any, name: str, value: str, message: str
+) -> None:
+    with pytest.raises(ClientError) as excinfo:
+        sqs.create_queue(QueueName=unique("std"), Attributes={name: value})
+    assert error_of(excinfo) == ("InvalidAttributeName", message, 400)
+
+
 def test_standard_queue_refuses_fifo_queue_false(sqs: Any) -> None:
     with pytest.raises(ClientError) as excinfo:
         sqs.create_queue(QueueName=unique("std"), Attributes={"FifoQueue": "false"})
@@ -132,9 +157,15 @@ def test_fifo_attributes_are_unknown_to_a_standard_queue(
         sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[name])
     with pytest.raises(ClientError) as written:
         sqs.set_queue_attributes(QueueUrl=url, Attributes={name: "true"})
-    # Then both are InvalidAttributeName, and All does not list it
+    # Then both are InvalidAttributeName (setting a throughput setting names FifoQueue), and
+    # All does not list it
     assert error_of(read) == ("InvalidAttributeName", f"Unknown Attribute {name}.", 400)
-    assert error_of(written) == ("InvalidAttributeName", f"Unknown Attribute {name}.", 400)
+    set_message = (
+        f"You can specify the {name} only when FifoQueue is set to true."
+        if name in ("DeduplicationScope", "FifoThroughputLimit")
+        else f"Unknown Attribute {name}."
+    )
+    assert error_of(written) == ("InvalidAttributeName", set_message, 400)
     everything = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert name not in everything
 
