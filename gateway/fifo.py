@@ -15,6 +15,7 @@ answers only after ingest, reports the original then too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from gateway.errors import InvalidParameterValue, MissingParameter
 from gateway.queues import group_partition, partition_keys
 from lease_store import fifo
 from lease_store.clock import Clock
+from lease_store.errors import LeaseError
 from lease_store.records import StoredMessage
 from lease_store.store import LeaseStore
 from topology.catalog import QueueRecord
@@ -158,11 +160,15 @@ class FifoService:
             self._leases.prune_deduplication(pk, now_ms)
             self._leases.prune_group_locks(pk, now_ms)
 
-    def attempt(self, record: QueueRecord, attempt_id: str) -> list[Received] | None:
+    def attempt(
+        self, record: QueueRecord, attempt_id: str, visibility_s: int
+    ) -> list[Received] | None:
         """What an earlier receive with this ReceiveRequestAttemptId got, if within 5 minutes.
 
         Only the messages still as that receive left them (not deleted, not received again
-        since) are given back, with the same receipt handles; None when none are.
+        since) are given back, with the same receipt handles, their visibility timeout
+        started again ("a retry within the deduplication interval resets the visibility
+        timeout", the API reference); None when none are.
         """
         now_ms = self._clock.now_ms()
         while self._attempts:
@@ -177,12 +183,19 @@ class FifoService:
         for received in remembered[1]:
             pk, handle = self._messages.locate(record, received.receipt_handle)
             fact = self._leases.fact(pk, handle.offset)
-            if fact is not None and fact.receive_count == handle.epoch:
-                still.append(received)
+            if fact is None or fact.receive_count != handle.epoch:
+                continue
+            with contextlib.suppress(LeaseError):  # past the 12 hours: keeps its lease as is
+                self._leases.change_visibility(
+                    pk, handle.offset, handle.epoch, now_ms, visibility_s * 1000, sync=False
+                )
+            still.append(received)
         return still or None
 
     def remember_attempt(
         self, record: QueueRecord, attempt_id: str, received: list[Received]
     ) -> None:
         if received:
-            self._attempts[(record.topic, attempt_id)] = (self._clock.now_ms(), received)
+            key = (record.topic, attempt_id)
+            self._attempts[key] = (self._clock.now_ms(), received)
+            self._attempts.move_to_end(key)  # oldest first, for the pruning in `attempt`

@@ -129,6 +129,22 @@ def test_a_retried_receive_with_the_same_attempt_id_gets_the_same_messages(sqs: 
     assert bodies(receive(sqs, url, ReceiveRequestAttemptId="attempt-1")) == ["a3"]
 
 
+def test_a_retried_receive_starts_the_visibility_timeout_again(sqs: Any) -> None:
+    # Given a message received with an attempt id and a 2-second visibility timeout
+    url = new_fifo_queue(sqs)
+    send_all(sqs, url, "a1")
+    began = time.monotonic()
+    assert bodies(receive(sqs, url, VisibilityTimeout=2, ReceiveRequestAttemptId="r")) == ["a1"]
+    # When the receive is retried 1.5 s later
+    time.sleep(max(0.0, 1.5 - (time.monotonic() - began)))
+    assert bodies(receive(sqs, url, VisibilityTimeout=2, ReceiveRequestAttemptId="r")) == ["a1"]
+    # Then the message is still out of sight 2.5 s after the first receive, visible by 4 s
+    time.sleep(max(0.0, 2.5 - (time.monotonic() - began)))
+    assert receive(sqs, url) == []
+    time.sleep(max(0.0, 4.0 - (time.monotonic() - began)))
+    assert bodies(receive(sqs, url)) == ["a1"]
+
+
 def test_receive_request_attempt_id_is_validated(sqs: Any) -> None:
     url = new_fifo_queue(sqs)
     with pytest.raises(ClientError) as excinfo:

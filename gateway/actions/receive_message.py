@@ -102,7 +102,7 @@ async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
     attempt_id = req.receive_request_attempt_id if fifo_queue else None  # FIFO only, as in SQS
     check_attempt_id(attempt_id)
     fifo = ctx.runtime.messages.fifo
-    received = fifo.attempt(record, attempt_id) if attempt_id is not None else None
+    received = fifo.attempt(record, attempt_id, visibility_s) if attempt_id is not None else None
     if received is None:
         received = await ctx.runtime.messages.receive(
             record, req.max_number_of_messages, visibility_s, wait_s
