@@ -26,8 +26,9 @@ from gateway.queues import group_partition, partition_keys
 from lease_store import fifo
 from lease_store.clock import Clock
 from lease_store.errors import LeaseError
+from lease_store.handles import ReceiptHandle
 from lease_store.records import StoredMessage
-from lease_store.store import LeaseStore
+from lease_store.store import LeaseStore, PartitionKey
 from topology.catalog import QueueRecord
 
 if TYPE_CHECKING:
@@ -159,6 +160,23 @@ class FifoService:
         for pk in partition_keys(record):
             self._leases.prune_deduplication(pk, now_ms)
             self._leases.prune_group_locks(pk, now_ms)
+
+    def check_delete(self, pk: PartitionKey, handle: ReceiptHandle, receipt_handle: str) -> None:
+        """On a FIFO queue only the current lease's handle deletes its message.
+
+        A handle whose lease ended (the message visible again, or received again since) is
+        InvalidParameterValue "... Reason: The receipt handle has expired." (AWS's
+        troubleshooting guide), so a consumer that was too slow cannot delete a message
+        another consumer now holds. A message already gone deletes again, as on standard queues.
+        """
+        fact = self._leases.fact(pk, handle.offset)
+        if fact is None:
+            return
+        if fact.receive_count != handle.epoch or fact.visible_at_ms <= self._clock.now_ms():
+            raise InvalidParameterValue(
+                f"Value {receipt_handle} for parameter ReceiptHandle is invalid. Reason: The "
+                "receipt handle has expired."
+            )
 
     def attempt(
         self, record: QueueRecord, attempt_id: str, visibility_s: int

@@ -397,6 +397,8 @@ class MessageService:
         writes of this event-loop turn); the changelog record follows without waiting.
         """
         pk, handle = self._locate(record, receipt_handle)
+        if is_fifo(record):
+            self.fifo.check_delete(pk, handle, receipt_handle)  # an expired handle is refused
         message = self._leases.message(pk, handle.offset)
         removed = self._leases.remove(pk, handle.offset, self._clock.now_ms(), sync=False)
         if not removed and self._changelog is not None:

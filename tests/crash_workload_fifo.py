@@ -310,5 +310,10 @@ class FifoWorkload:
             except (ClientError, *_CONNECTION_ERRORS) as error:
                 with self.ledger.lock:
                     self.ledger.failures.append(f"delete:{type(error).__name__}")
+                if isinstance(error, ClientError) and error.response["Error"]["Code"] in (
+                    "InvalidParameterValue",
+                    "ReceiptHandleIsInvalid",
+                ):
+                    return False  # the lease ended: the message comes again
                 time.sleep(0.2)
         return False

@@ -232,3 +232,28 @@ def test_a_move_task_redrives_a_fifo_dead_letter_queue_back_in_group_order(sqs: 
     assert status == "COMPLETED"
     assert bodies(back) == ["a1", "a2", "a3", "b1"]
     assert [m["Attributes"]["MessageGroupId"] for m in back] == ["a", "a", "a", "b"]
+
+
+def test_deleting_with_an_expired_receipt_handle_is_refused(sqs: Any) -> None:
+    # Given a message received with a one-second lease, which ended, then received again
+    url = new_fifo_queue(sqs)
+    send_all(sqs, url, "a1")
+    [first] = receive(sqs, url, VisibilityTimeout=1)
+    time.sleep(1.2)
+    # When the first handle deletes it, its lease being over
+    with pytest.raises(ClientError) as expired:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+    # Then AWS's answer for an expired handle; and the same after another receive took it
+    message = (
+        f"Value {first['ReceiptHandle']} for parameter ReceiptHandle is invalid. Reason: The "
+        "receipt handle has expired."
+    )
+    assert error_of(expired) == ("InvalidParameterValue", message, 400)
+    [second] = receive(sqs, url, VisibilityTimeout=60)
+    with pytest.raises(ClientError) as superseded:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+    assert error_of(superseded) == ("InvalidParameterValue", message, 400)
+    # and the current handle deletes it, twice without error
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
+    assert receive(sqs, url) == []
