@@ -35,7 +35,9 @@ SYSTEM_ATTRIBUTE_NAMES = (
 def validate_body(body: str) -> None:
     if body == "":
         raise MissingParameter.named("MessageBody")
-    if _INVALID_BODY_CHAR.search(body):
+    # Printable characters all lie in the allowed ranges; isprintable() reads a body many
+    # times faster than the regular expression, which is left for the rest (tabs, newlines).
+    if not body.isprintable() and _INVALID_BODY_CHAR.search(body):
         raise InvalidMessageContents(
             "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
             "#xE000 to #xFFFD | #x10000 to #x10FFFF"
