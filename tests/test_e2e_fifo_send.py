@@ -10,6 +10,7 @@ missing deduplication id).
 from __future__ import annotations
 
 import hashlib
+import uuid
 from typing import Any
 
 import pytest
@@ -219,3 +220,25 @@ def test_send_batch_to_fifo_queue_answers_each_entry(sqs: Any) -> None:
     # and the queue holds the two messages, in batch order
     messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in messages] == ["a", "b"]
+
+
+def test_readme_fifo_example(sqs: Any) -> None:
+    """The FIFO example README shows (`tests/test_readme_snippets.py` keeps them identical)."""
+    name = f"orders-{uuid.uuid4().hex[:8]}.fifo"
+    # README: begin python-fifo
+    url = sqs.create_queue(
+        QueueName=name,  # e.g. "orders.fifo"
+        Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+    )["QueueUrl"]
+    for event in ("created", "paid", "shipped"):
+        sqs.send_message(QueueUrl=url, MessageBody=f"order 42 {event}", MessageGroupId="order-42")
+    # the same body again within 5 minutes: a duplicate, answered with the original's MessageId
+    sqs.send_message(QueueUrl=url, MessageBody="order 42 paid", MessageGroupId="order-42")
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    # ["order 42 created", "order 42 paid", "order 42 shipped"]: in order, the duplicate dropped
+    # README: end python-fifo
+    assert [m["Body"] for m in messages] == [
+        "order 42 created",
+        "order 42 paid",
+        "order 42 shipped",
+    ]
