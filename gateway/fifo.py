@@ -161,13 +161,16 @@ class FifoService:
             self._leases.prune_deduplication(pk, now_ms)
             self._leases.prune_group_locks(pk, now_ms)
 
-    def check_delete(self, pk: PartitionKey, handle: ReceiptHandle, receipt_handle: str) -> None:
-        """On a FIFO queue only the current lease's handle deletes its message.
+    def check_expired(self, pk: PartitionKey, handle: ReceiptHandle, receipt_handle: str) -> None:
+        """On a FIFO queue only the current lease's handle deletes its message or changes its
+        visibility.
 
         A handle whose lease ended (the message visible again, or received again since) is
         InvalidParameterValue "... Reason: The receipt handle has expired." (AWS's
-        troubleshooting guide), so a consumer that was too slow cannot delete a message
-        another consumer now holds. A message already gone deletes again, as on standard queues.
+        troubleshooting guide; AWS SDK maintainers: "FIFO queues will reject DeleteMessage
+        requests when the receipt handle is expired"; LocalStack checked it against AWS), so
+        a consumer that was too slow cannot touch a message another consumer now holds. A
+        message already gone is left to the usual answers (a delete succeeds again).
         """
         fact = self._leases.fact(pk, handle.offset)
         if fact is None:

@@ -398,7 +398,7 @@ class MessageService:
         """
         pk, handle = self._locate(record, receipt_handle)
         if is_fifo(record):
-            self.fifo.check_delete(pk, handle, receipt_handle)  # an expired handle is refused
+            self.fifo.check_expired(pk, handle, receipt_handle)  # an expired handle is refused
         message = self._leases.message(pk, handle.offset)
         removed = self._leases.remove(pk, handle.offset, self._clock.now_ms(), sync=False)
         if not removed and self._changelog is not None:
@@ -418,6 +418,8 @@ class MessageService:
         self, record: QueueRecord, receipt_handle: str, visibility_s: int
     ) -> None:
         pk, handle = self._locate(record, receipt_handle)
+        if is_fifo(record):
+            self.fifo.check_expired(pk, handle, receipt_handle)
         self._leases.change_visibility(
             pk,
             handle.offset,

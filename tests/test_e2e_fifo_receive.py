@@ -234,7 +234,7 @@ def test_a_move_task_redrives_a_fifo_dead_letter_queue_back_in_group_order(sqs: 
     assert [m["Attributes"]["MessageGroupId"] for m in back] == ["a", "a", "a", "b"]
 
 
-def test_deleting_with_an_expired_receipt_handle_is_refused(sqs: Any) -> None:
+def test_an_expired_receipt_handle_neither_deletes_nor_changes_visibility(sqs: Any) -> None:
     # Given a message received with a one-second lease, which ended, then received again
     url = new_fifo_queue(sqs)
     send_all(sqs, url, "a1")
@@ -253,6 +253,12 @@ def test_deleting_with_an_expired_receipt_handle_is_refused(sqs: Any) -> None:
     with pytest.raises(ClientError) as superseded:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
     assert error_of(superseded) == ("InvalidParameterValue", message, 400)
+    # and it cannot change the visibility either
+    with pytest.raises(ClientError) as changed:
+        sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0
+        )
+    assert error_of(changed) == ("InvalidParameterValue", message, 400)
     # and the current handle deletes it, twice without error
     sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
     sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
