@@ -34,6 +34,8 @@ from topology.catalog import QueueRecord
 if TYPE_CHECKING:
     from gateway.messages import MessageService, Received
 
+# Deduplication entries are pruned this long after their window ended (see `prune`).
+PRUNE_MARGIN_MS = 10 * 60 * 1000
 # ReceiveRequestAttemptId: a retried receive within this long gets the same messages back.
 ATTEMPT_WINDOW_MS = fifo.DEDUPLICATION_WINDOW_MS
 
@@ -158,7 +160,9 @@ class FifoService:
         group locks (a periodic sweep; neither is needed, both would pile up)."""
         now_ms = self._clock.now_ms()
         for pk in partition_keys(record):
-            self._leases.prune_deduplication(pk, now_ms)
+            # Kept PRUNE_MARGIN_MS longer than the window: ingest that lags behind the log
+            # (catching up after an outage) must still find the entry a duplicate follows.
+            self._leases.prune_deduplication(pk, now_ms - PRUNE_MARGIN_MS)
             self._leases.prune_group_locks(pk, now_ms)
 
     def check_expired(self, pk: PartitionKey, handle: ReceiptHandle, receipt_handle: str) -> None:
