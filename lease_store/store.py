@@ -649,6 +649,7 @@ class LeaseStore:
         max_receive_count: int | None = None,
         dead_letter_hold_ms: int = 30_000,
         scan_limit: int = 10_000,
+        hold_ms: int | None = None,
     ) -> ReceiveOutcome:
         """`receive` for a FIFO queue: message groups in order, one consumer at a time.
 
@@ -658,6 +659,9 @@ class LeaseStore:
         dead-letter move keeps its group locked, so the rest of the group waits for the move.
         At most `scan_limit` visible messages are looked at (those of locked groups are
         skipped, so a locked group with a long backlog costs a scan of it).
+
+        With `hold_ms`, the messages are held as `hold` holds them (a message move task),
+        not received, and their groups are locked meanwhile all the same.
         """
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
@@ -702,6 +706,12 @@ class LeaseStore:
                     self._drop(pk, st, offset, fact, batch)
                     outcome.expired += 1
                     outcome.expired_ids.append(message.message_id)
+                    continue
+                if hold_ms is not None:
+                    held = fact.with_changes(visible_at_ms=now_ms + hold_ms)
+                    self._replace_fact(pk, st, offset, fact, held, batch)
+                    outcome.delivered.append(Delivery(offset, held, message))
+                    taken.setdefault(group, []).append(offset)
                     continue
                 if state.exceeds_max_receives(fact, max_receive_count):
                     held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)

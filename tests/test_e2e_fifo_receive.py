@@ -263,3 +263,33 @@ def test_an_expired_receipt_handle_neither_deletes_nor_changes_visibility(sqs: A
     sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
     sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
     assert receive(sqs, url) == []
+
+
+def test_a_move_task_leaves_a_group_another_consumer_holds(sqs: Any) -> None:
+    # Given a FIFO DLQ holding groups a and b, and a consumer of the DLQ holding a's head
+    dlq = new_fifo_queue(sqs, "dlq")
+    policy = json.dumps({"deadLetterTargetArn": arn_of(dlq), "maxReceiveCount": 1})
+    url = new_fifo_queue(sqs, "src", RedrivePolicy=policy)
+    send_all(sqs, url, "a1", "a2", "b1")
+    assert len(receive(sqs, url, VisibilityTimeout=1)) == 3
+    time.sleep(1.2)
+    assert receive(sqs, url, WaitTimeSeconds=1) == []
+    assert bodies(receive(sqs, dlq, 1, VisibilityTimeout=600, WaitTimeSeconds=2)) == ["a1"]
+    # When a move task redrives the DLQ
+    sqs.start_message_move_task(SourceArn=arn_of(dlq))
+    deadline = time.monotonic() + 20
+    status = ""
+    while status != "COMPLETED" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = sqs.list_message_move_tasks(SourceArn=arn_of(dlq))["Results"][0]["Status"]
+    # Then only group b went back; a2 stays behind a1 in the DLQ
+    assert status == "COMPLETED"
+    assert bodies(receive(sqs, url, WaitTimeSeconds=2)) == ["b1"]
+    counts = sqs.get_queue_attributes(
+        QueueUrl=dlq,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert counts == {
+        "ApproximateNumberOfMessages": "1",
+        "ApproximateNumberOfMessagesNotVisible": "1",
+    }

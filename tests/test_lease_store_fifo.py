@@ -457,3 +457,22 @@ def test_fair_receive_moves_dead_letters_and_drops_expired(
     clock.advance(RETENTION_MS)
     outcome = store.receive_fair(PK, clock.now_ms(), 10, VISIBILITY_MS, RETENTION_MS)
     assert outcome.expired_ids == ["a1", "b1"] and outcome.delivered == []
+
+
+@on_every_backend
+def test_a_fifo_hold_skips_locked_groups_and_locks_what_it_holds(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given a1 in flight (a consumer holds group a), a2 behind it, and b1, b2 free
+    store.ingest(PK, grouped("a", "a", "b", "b"))
+    assert receive_fifo(store, clock, max_messages=1) == ["a1"]
+    # When a move task holds what it may
+    outcome = store.receive_fifo(PK, clock.now_ms(), 10, 0, RETENTION_MS, hold_ms=10 * SECOND_MS)
+    # Then it holds group b in order, not a2, without counting a receive
+    assert [(d.message.message_id, d.fact.receive_count) for d in outcome.delivered] == [
+        ("b1", 0),
+        ("b2", 0),
+    ]
+    # and while held, group b is locked to consumers
+    assert receive_fifo(store, clock) == []
+    assert store.counts(PK, clock.now_ms()) == Counts(1, 1, 2)
