@@ -677,12 +677,14 @@ class LeaseStore:
         if len(groups) > _FIFO_GROUP_CACHE:
             groups.clear()  # a bound, not an eviction policy: it refills as receives scan
         found = scanned = 0
+        page = max(16, 2 * max_messages)
         region = b"R" + pk.prefix
         start, end = region, region + b"\xff" * 8
         while found < max_messages and scanned < scan_limit:
-            rows = self._floors.scan(region, start, end, min(256, scan_limit - scanned))
+            rows = self._floors.scan(region, start, end, min(page, scan_limit - scanned))
             if not rows:
                 break
+            page = min(2 * page, 1024)  # small first: an unread message's group costs a read
             scanned += len(rows)
             start = rows[-1][0] + b"\x00"
             for key, _ in rows:
@@ -761,12 +763,14 @@ class LeaseStore:
             groups.clear()
         queues: dict[str, list[int]] = {}  # group -> its visible offsets, groups in log order
         scanned = 0
+        page = max(16, 2 * max_messages)
         region = b"R" + pk.prefix
         start, end = region, region + b"\xff" * 8
         while len(queues) < max_messages and scanned < scan_limit:
-            rows = self._floors.scan(region, start, end, min(256, scan_limit - scanned))
+            rows = self._floors.scan(region, start, end, min(page, scan_limit - scanned))
             if not rows:
                 break
+            page = min(2 * page, 1024)  # small first: an unread message's group costs a read
             scanned += len(rows)
             start = rows[-1][0] + b"\x00"
             for key, _ in rows:
