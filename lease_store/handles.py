@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import re
 import struct
@@ -80,4 +79,5 @@ class ReceiptHandleCodec:
         return ReceiptHandle(incarnation, partition, offset, epoch)
 
     def _mac(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, hashlib.sha256).digest()[:_MAC_BYTES]
+        # One-shot C HMAC: a few times cheaper than building an `hmac.HMAC` object.
+        return hmac.digest(self._secret, payload, "sha256")[:_MAC_BYTES]

@@ -487,6 +487,16 @@ def _write_server_properties(
         "auto.create.topics.enable": "false",
         # Nobody else will join, so don't make the first consumer wait 3 s for them.
         "group.initial.rebalance.delay.ms": 0,
+        # One node serving one gateway on the same machine (often the same core): Kafka's
+        # server-sized thread pools (3 network, 8 I/O, 10 background) only add context
+        # switches. Measured with the benchmark's single and batch workloads, server pinned
+        # to one core: 1.22x and 1.18x the messages, 0.80x and 0.85x the CPU per message,
+        # together with the serial collector below (bench/results/PROFILE.md, session 6).
+        "num.network.threads": 1,
+        "num.io.threads": 2,
+        "background.threads": 2,
+        "num.recovery.threads.per.data.dir": 1,
+        "log.cleaner.threads": 1,
     }
     if flush_every_message:
         props["log.flush.interval.messages"] = 1
@@ -535,8 +545,10 @@ def _java_command(java: str, home: Path, data_dir: Path, heap: str) -> list[str]
         java,
         "-Xms128m",
         f"-Xmx{heap}",
-        "-XX:+UseG1GC",
-        "-XX:MaxGCPauseMillis=20",
+        # The serial collector: no concurrent GC threads or G1 barriers competing with the
+        # gateway for a small machine. Its full collections stop the broker for a while
+        # (about a second with the ~700 MB live heap of 10,000 topics); young ones are short.
+        "-XX:+UseSerialGC",
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={data_dir / _LOG4J_FILE}",
         f"-Dkafka.logs.dir={data_dir}",
