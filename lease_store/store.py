@@ -65,7 +65,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _STATE = struct.Struct(">qqqqqq")
 _MAX_TIME = (1 << 62) - 1
-_FIFO_GROUP_CACHE = 200_000  # offsets per partition whose message group is kept in memory
+_FIFO_GROUP_CACHE = 50_000  # offsets per partition whose message group is kept in memory
 
 
 @dataclass(frozen=True, slots=True)
