@@ -88,7 +88,7 @@ class MessageService:
         # Told about each outcome once it is decided; must return at once and never raise.
         self._events = events or EventSink()
         self._changelog = changelog
-        self.group_sync = GroupSync(leases.sync)
+        self.group_sync = GroupSync(self._sync)
         self._producer = producer
         self._leases = leases
         self._registry = registry
@@ -431,6 +431,13 @@ class MessageService:
         await self.group_sync.durable()
         # The earliest moment something becomes visible may have moved: let waiters re-plan.
         self._signals.notify(record.key)
+
+    def _sync(self) -> None:
+        """The group sync: the WAL first (the durable record), then the changelog records of
+        what it made durable go to Kafka's client before any waiter is answered."""
+        self._leases.sync()
+        if self._changelog is not None:
+            self._changelog.hand_over()
 
     # -- queue-level -----------------------------------------------------------------------
 

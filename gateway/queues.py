@@ -17,6 +17,7 @@ import re
 import uuid
 import zlib
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from gateway import limits
@@ -47,9 +48,15 @@ QueueListener = Callable[[QueueRecord], None]
 QueueId = tuple[str, str, str]  # (region, account id, queue name)
 
 
-def partition_keys(record: QueueRecord) -> list[PartitionKey]:
-    incarnation = bytes.fromhex(record.incarnation)
-    return [PartitionKey(incarnation, p) for p in range(record.partitions)]
+def partition_keys(record: QueueRecord) -> tuple[PartitionKey, ...]:
+    return _partition_keys(record.incarnation, record.partitions)
+
+
+@lru_cache(maxsize=65_536)
+def _partition_keys(incarnation_hex: str, partitions: int) -> tuple[PartitionKey, ...]:
+    # Asked for several times per request: built once per queue incarnation.
+    incarnation = bytes.fromhex(incarnation_hex)
+    return tuple(PartitionKey(incarnation, p) for p in range(partitions))
 
 
 def topic_retention_ms(record: QueueRecord) -> str:
@@ -402,5 +409,10 @@ def redrive_target(record: QueueRecord) -> tuple[str, int] | None:
     raw = record.attributes.get("RedrivePolicy")
     if not raw:
         return None
+    return _parsed_redrive(raw)
+
+
+@lru_cache(maxsize=4096)
+def _parsed_redrive(raw: str) -> tuple[str, int]:
     policy = json.loads(raw)
     return str(policy["deadLetterTargetArn"]), int(policy["maxReceiveCount"])

@@ -14,7 +14,10 @@ key the latest write wins.
 The changelog follows the lease store; it is not the durable record of a lease change. A
 DeleteMessage or ChangeMessageVisibility is answered once the lease store's WAL is synced
 (`gateway/group_sync.py`), and its fact record goes out through a `FollowerProducer` without
-anyone waiting: no delivery report per record, failures counted and logged. What that costs:
+anyone waiting: no delivery report per record, failures counted and logged. The records are
+noted as the lease store commits and handed to librdkafka right after each sync (so before
+the answer), the latest value per key (`hand_over`); a receive's fact, which no sync waits
+for, goes with the next sync or within 50 ms. What that costs:
 a gateway whose disk is *lost* rebuilds from a changelog that may miss the changes of its
 last moments (a redelivery, or a lower receive count, which at-least-once delivery allows).
 A crash or power loss costs nothing, the WAL holds them. Purge watermarks are rare and
@@ -153,6 +156,10 @@ class LeaseChangelog:
             yield confirmation
         finally:
             self._capture = previous
+
+    def hand_over(self) -> None:
+        """Give Kafka's client the fact records noted so far; call after each lease-store sync."""
+        self._follower.hand_over()
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for the fact records handed over so far; returns how many are still out."""

@@ -229,11 +229,14 @@ class FollowerProducer:
 
     The durability settings stay (idempotence keeps each partition's records in order, which
     the compacted changelog needs: a retried older fact must never land after a newer one).
-    `produce` only notes the record: its own thread hands what was noted to librdkafka every
-    `HAND_OVER_S`, keeping the latest value of each key. So the request path pays neither
-    librdkafka's call nor the wake-ups of its threads (on a busy core each wake-up can cost
-    the event loop its time slice), and a key written twice in that time (a message received
-    and deleted at once) is produced once, as a compacted topic would keep it anyway.
+    `produce` only notes the record; `hand_over` gives what was noted to librdkafka, keeping
+    the latest value of each key. The gateway hands over right after each lease-store sync,
+    so the record of an acknowledged delete or visibility change is in librdkafka's queue
+    before the client hears of it, as when every record was produced at once; the rest (a
+    receive's fact) goes at the next sync, or after at most `HAND_OVER_S` from this
+    producer's own thread. So a key written twice in between (a message received and
+    deleted) is produced once, as the compacted topic would keep it anyway, and librdkafka
+    is called in bursts rather than per record.
     """
 
     HAND_OVER_S = 0.05
@@ -254,6 +257,9 @@ class FollowerProducer:
         # (topic, key) -> value, in first-noted order; swapped out whole under the lock.
         self._noted: dict[tuple[str, bytes], bytes | None] = {}
         self._noted_lock = threading.Lock()
+        # One hand-over at a time (the loop's and this thread's): the records of a key must
+        # reach librdkafka in the order they were noted.
+        self._hand_over_lock = threading.Lock()
         self._stopping = threading.Event()
         self._poller = threading.Thread(target=self._poll_forever, name=name, daemon=True)
         self._poller.start()
@@ -262,6 +268,10 @@ class FollowerProducer:
         """Note a record for the next hand-over (calls keep their order per key)."""
         with self._noted_lock:
             self._noted[(topic, key)] = value
+
+    def hand_over(self) -> None:
+        """Give librdkafka every record noted so far (returns without waiting for Kafka)."""
+        self._hand_over()
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Hand over what is noted and wait for it; returns how many are still undelivered."""
@@ -282,15 +292,16 @@ class FollowerProducer:
             self._hand_over()
 
     def _hand_over(self) -> None:
-        with self._noted_lock:
-            noted, self._noted = self._noted, {}
-        for (topic, key), value in noted.items():
-            while True:
-                try:
-                    self._producer.produce(topic, value=value, key=key)
-                    break
-                except BufferError:
-                    self._producer.poll(0.01)  # the local queue is full: let it drain
+        with self._hand_over_lock:
+            with self._noted_lock:
+                noted, self._noted = self._noted, {}
+            for (topic, key), value in noted.items():
+                while True:
+                    try:
+                        self._producer.produce(topic, value=value, key=key)
+                        break
+                    except BufferError:
+                        self._producer.poll(0.01)  # the local queue is full: let it drain
 
     def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
         if error is not None:
