@@ -133,7 +133,7 @@ class FifoService:
         keys = partition_keys(record)
         if message.deduplication_scope == fifo.SCOPE_MESSAGE_GROUP:
             # A group lives on one partition, and its duplicates with it.
-            keys = [keys[group_partition(message.message_group_id or "", len(keys))]]
+            keys = (keys[group_partition(message.message_group_id or "", len(keys))],)
         now_ms = self._clock.now_ms()
         for pk in keys:
             entry = self._leases.deduplication_entry(pk, key, now_ms)
