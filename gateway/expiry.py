@@ -12,7 +12,7 @@ import asyncio
 import logging
 
 from gateway.messages import MessageService
-from gateway.queues import QueueRegistry
+from gateway.queues import QueueRegistry, is_fifo
 
 log = logging.getLogger("kqs.expiry")
 
@@ -26,6 +26,8 @@ async def expire_messages(
         await asyncio.sleep(interval_s)
         for record in registry.all_active():
             dropped = messages.expire(record)
+            if is_fifo(record):
+                messages.fifo.prune(record)  # deduplication entries past their 5 minutes
             if dropped:
                 log.info(
                     "expired messages dropped", extra={"queue": record.key, "messages": dropped}

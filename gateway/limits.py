@@ -25,6 +25,10 @@ MAX_TAGS = 50
 MAX_TAG_KEY_LENGTH = 128
 MAX_TAG_VALUE_LENGTH = 256
 MAX_IN_FLIGHT = 120_000
+# A FIFO queue created in high-throughput mode (FifoThroughputLimit perMessageGroupId) gets at
+# least this many partitions, its groups spread over them (set at creation: a group must not
+# move between partitions later).
+HIGH_THROUGHPUT_FIFO_PARTITIONS = 4
 MIN_MAX_RECEIVE_COUNT = 1
 MAX_MAX_RECEIVE_COUNT = 1000
 MAX_REDRIVE_SOURCE_QUEUES = 10  # RedriveAllowPolicy sourceQueueArns with byQueue

@@ -27,6 +27,8 @@ SYSTEM_ATTRIBUTE_NAMES = (
     "AWSTraceHeader",
     "DeadLetterQueueSourceArn",
     "MessageGroupId",
+    "MessageDeduplicationId",
+    "SequenceNumber",
 )
 
 

@@ -31,10 +31,13 @@ from gateway.errors import (
     ReceiptHandleIsInvalid,
 )
 from gateway.events import EventSink
+from gateway.fifo import FifoService
 from gateway.group_sync import GroupSync
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import (
     QueueRegistry,
+    group_partition,
+    is_fifo,
     partition_keys,
     queue_arn,
     redrive_allows,
@@ -92,6 +95,10 @@ class MessageService:
         self._signals = signals
         self._handles = handles
         self._region = region
+        self.fifo = FifoService(self, leases, clock)
+        # Standard queues that were sent a MessageGroupId (fair queues), by topic. In memory: after
+        # a restart a queue is fair again from its next grouped send.
+        self.fair_topics: set[str] = set()
         self._ingest_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = (
             defaultdict(list)
         )
@@ -205,8 +212,12 @@ class MessageService:
 
     # -- send ------------------------------------------------------------------------------
 
-    async def send(self, record: QueueRecord, message: StoredMessage) -> None:
-        """Append the message; returns once Kafka acknowledged it and it is receivable."""
+    async def send(self, record: QueueRecord, message: StoredMessage) -> Delivered:
+        """Append the message; returns where it landed, once Kafka acknowledged it and it is
+        receivable."""
+        group = message.message_group_id if is_fifo(record) else None  # FIFO: key = group
+        if group is None and message.message_group_id is not None:
+            self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)
         applied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def on_delivered(delivered: Delivered) -> None:
@@ -215,9 +226,10 @@ class MessageService:
         delivered = await self._producer.send(
             record.topic,
             message.body,
-            key=message.message_id.encode(),
-            headers=to_headers(message),
+            key=(group or message.message_id).encode(),
+            headers=to_headers(message, id_in_header=group is not None),
             timestamp_ms=message.sent_ms,
+            partition=None if group is None else group_partition(group, record.partitions),
             on_delivered=on_delivered,
         )
         if not applied.done():
@@ -226,6 +238,7 @@ class MessageService:
             await self._until_applied(
                 applied, delivered.topic, delivered.partition, delivered.offset
             )
+        return delivered
 
     # -- receive ---------------------------------------------------------------------------
 
@@ -295,6 +308,7 @@ class MessageService:
         max_receive_count = redrive[1] if redrive and dlq else None
         retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
         keys = partition_keys(record)
+        fifo_queue = is_fifo(record)
         start = self._next_partition[record.key] % len(keys)
         self._next_partition[record.key] += 1
         received: list[Received] = []
@@ -303,9 +317,14 @@ class MessageService:
             wanted = max_messages - len(received)
             if wanted <= 0:
                 break
-            outcome = self._leases.receive(
-                pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count
-            )
+            # FIFO: groups in order, nothing from a group with a message in flight. Fair: a
+            # standard queue sent MessageGroupIds since this gateway started; groups take turns.
+            take = self._leases.receive
+            if fifo_queue:
+                take = self._leases.receive_fifo
+            elif record.topic in self.fair_topics:
+                take = self._leases.receive_fair
+            outcome = take(pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count)
             received.extend(Received(d, self._handle(record, pk, d)) for d in outcome.delivered)
             if outcome.expired_ids:
                 self._events.expired(record, outcome.expired_ids)
@@ -325,6 +344,7 @@ class MessageService:
             moved = replace(
                 delivery.message,
                 delay_s=0,
+                deduplication_scope=None,  # a move is never refused as a FIFO duplicate
                 dead_letter_source_arn=source_arn,
                 receive_count=delivery.fact.receive_count,
                 first_receive_ms=delivery.fact.first_receive_ms,
@@ -349,6 +369,12 @@ class MessageService:
 
     # -- delete and visibility -------------------------------------------------------------
 
+    def locate(
+        self, record: QueueRecord, receipt_handle: str
+    ) -> tuple[PartitionKey, ReceiptHandle]:
+        """The partition and handle a receipt handle of `record` names (FIFO receive attempts)."""
+        return self._locate(record, receipt_handle)
+
     def _locate(
         self, record: QueueRecord, receipt_handle: str
     ) -> tuple[PartitionKey, ReceiptHandle]:
@@ -371,6 +397,8 @@ class MessageService:
         writes of this event-loop turn); the changelog record follows without waiting.
         """
         pk, handle = self._locate(record, receipt_handle)
+        if is_fifo(record):
+            self.fifo.check_expired(pk, handle, receipt_handle)  # an expired handle is refused
         message = self._leases.message(pk, handle.offset)
         removed = self._leases.remove(pk, handle.offset, self._clock.now_ms(), sync=False)
         if not removed and self._changelog is not None:
@@ -383,11 +411,15 @@ class MessageService:
             # message is no longer in the queue, so it counts as deleted once, now.
             if removed and message is not None:
                 self._events.deleted(record, message.message_id)
+        if removed and is_fifo(record):
+            self._signals.notify(record.key)  # its group may be free now: wake long polls
 
     async def change_visibility(
         self, record: QueueRecord, receipt_handle: str, visibility_s: int
     ) -> None:
         pk, handle = self._locate(record, receipt_handle)
+        if is_fifo(record):
+            self.fifo.check_expired(pk, handle, receipt_handle)
         self._leases.change_visibility(
             pk,
             handle.offset,

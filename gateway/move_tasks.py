@@ -47,7 +47,7 @@ from gateway.errors import (
 )
 from gateway.messages import MessageService
 from gateway.queue_attributes import DEFAULTS
-from gateway.queues import QueueRegistry, partition_keys
+from gateway.queues import QueueRegistry, is_fifo, partition_keys
 from lease_store.clock import Clock
 from lease_store.records import StoredMessage
 from lease_store.store import Delivery, LeaseStore, PartitionKey
@@ -242,7 +242,14 @@ class MoveTasks:
         for pk in partition_keys(source):
             if len(held) >= wanted:
                 break
-            taken = self._leases.hold(pk, now_ms, wanted - len(held), HOLD_MS, retention_ms)
+            if is_fifo(source):
+                # A FIFO DLQ: groups in order, none another consumer holds (and each locked
+                # while its messages are held).
+                taken = self._leases.receive_fifo(
+                    pk, now_ms, wanted - len(held), 0, retention_ms, hold_ms=HOLD_MS
+                ).delivered
+            else:
+                taken = self._leases.hold(pk, now_ms, wanted - len(held), HOLD_MS, retention_ms)
             held.extend((pk, delivery) for delivery in taken)
         return held
 
@@ -261,6 +268,7 @@ class MoveTasks:
             sender_id=original.sender_id,
             aws_trace_header=original.aws_trace_header,
             message_group_id=original.message_group_id,
+            deduplication_id=original.deduplication_id,  # kept, but no longer deduplicated
         )
         await self._messages.send(destination, moved)
         self._leases.remove(pk, delivery.offset, self._clock.now_ms())

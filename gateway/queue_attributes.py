@@ -14,7 +14,6 @@ from gateway.errors import (
     InvalidAttributeName,
     InvalidAttributeValue,
     InvalidParameterValue,
-    UnsupportedOperation,
 )
 from gateway.iam.policy import Policy, PolicyError
 
@@ -33,8 +32,15 @@ COUNTERS = (
     "ApproximateNumberOfMessagesDelayed",
 )
 READ_ONLY = (*COUNTERS, "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn")
-FIFO_ONLY = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
-FIFO_UNSUPPORTED = "FIFO queues are not supported by KQS yet; create a standard queue."
+# What a FIFO queue has and a standard queue does not: asked of (or set on) a standard queue,
+# each is `InvalidAttributeName` "Unknown Attribute <name>.", as in SQS.
+FIFO_DEFAULTS: dict[str, str] = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "queue",
+    "FifoThroughputLimit": "perQueue",
+}
+FIFO_ONLY = tuple(FIFO_DEFAULTS)
 
 
 def _int_range(low: int, high: int) -> Callable[[str], bool]:
@@ -78,6 +84,18 @@ def _any(value: str) -> bool:
     return True
 
 
+def _one_of(*allowed: str) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        return value in allowed
+
+    return check
+
+
+def _true(value: str) -> bool:
+    """FifoQueue: a FIFO queue says true; a standard queue has no such attribute."""
+    return value.lower() == "true"
+
+
 _VALIDATORS: dict[str, Callable[[str], bool]] = {
     "DelaySeconds": _int_range(0, limits.MAX_DELAY_S),
     "MaximumMessageSize": _int_range(limits.MIN_MESSAGE_BYTES_SETTING, limits.MAX_MESSAGE_BYTES),
@@ -92,12 +110,40 @@ _VALIDATORS: dict[str, Callable[[str], bool]] = {
     "SqsManagedSseEnabled": _boolean,
 }
 
+_FIFO_VALIDATORS: dict[str, Callable[[str], bool]] = {
+    "FifoQueue": _true,
+    "ContentBasedDeduplication": _boolean,
+    "DeduplicationScope": _one_of("queue", "messageGroup"),
+    "FifoThroughputLimit": _one_of("perQueue", "perMessageGroupId"),
+}
+
 SETTABLE = tuple(_VALIDATORS)
 ALL_NAMES = (*SETTABLE, *READ_ONLY)
+FIFO_ALL_NAMES = (*ALL_NAMES, *FIFO_ONLY)
 
 
-def validate_settable(attributes: dict[str, str]) -> dict[str, str]:
-    """Check names and value formats; returns the attributes normalised (booleans lower-case)."""
+def is_fifo_name(name: str) -> bool:
+    return name.endswith(".fifo")
+
+
+def fifo_only_message(name: str) -> str:
+    """What SQS answers when a standard queue is given a FIFO attribute to set.
+
+    As AWS users report it from CreateQueue and SetQueueAttributes (CloudFormation and
+    Terraform logs, cdkd's notes): the two throughput settings name FifoQueue; the others
+    are simply unknown.
+    """
+    if name in ("DeduplicationScope", "FifoThroughputLimit"):
+        return f"You can specify the {name} only when FifoQueue is set to true."
+    return f"Unknown Attribute {name}."
+
+
+def validate_settable(attributes: dict[str, str], fifo: bool = False) -> dict[str, str]:
+    """Check names and value formats; returns the attributes normalised (booleans lower-case).
+
+    `fifo`: whether the queue is (or, at CreateQueue, asks to be) a FIFO queue; only a FIFO
+    queue knows the FIFO attributes.
+    """
     out: dict[str, str] = {}
     if (
         attributes.get("KmsMasterKeyId")
@@ -108,16 +154,14 @@ def validate_settable(attributes: dict[str, str]) -> dict[str, str]:
             "enable KMS SSE or SQS SSE."
         )
     for name, value in attributes.items():
-        if name == "FifoQueue" and value.lower() == "true":
-            raise UnsupportedOperation(FIFO_UNSUPPORTED)
-        if name in FIFO_ONLY:
-            raise InvalidAttributeName(f"Unknown Attribute {name}.")
-        validator = _VALIDATORS.get(name)
+        if name in FIFO_ONLY and not fifo:
+            raise InvalidAttributeName(fifo_only_message(name))
+        validator = _VALIDATORS.get(name) or _FIFO_VALIDATORS.get(name)
         if validator is None:
             raise InvalidAttributeName(f"Unknown Attribute {name}.")
         if not validator(value):
             raise InvalidAttributeValue(f"Invalid value for the parameter {name}.")
-        if validator is _boolean:
+        if validator is _boolean or validator is _true:
             value = value.lower()
         elif name == "RedrivePolicy":
             value = normalize_redrive_policy(value)
@@ -183,12 +227,33 @@ def validate_redrive_allow_policy(value: str) -> None:
         )
 
 
-def requested_names(names: list[str]) -> list[str]:
-    """Expand `All` and reject unknown names (GetQueueAttributes)."""
+def validate_fifo_settings(attributes: dict[str, str]) -> None:
+    """The FIFO attributes' rule across attributes, on a FIFO queue's effective attributes.
+
+    High throughput (`FifoThroughputLimit` perMessageGroupId) needs deduplication per message
+    group; the text is AWS's (CloudFormation users report it from CreateQueue).
+    """
+    if (
+        attributes.get("FifoThroughputLimit") == "perMessageGroupId"
+        and attributes.get("DeduplicationScope") != "messageGroup"
+    ):
+        raise InvalidAttributeValue(
+            "Invalid value for the parameter FifoThroughputLimit. Reason: To set "
+            "FifoThroughputLimit to perMessageGroupId, the DeduplicationScope must be "
+            "messageGroup."
+        )
+
+
+def requested_names(names: list[str], fifo: bool = False) -> list[str]:
+    """Expand `All` and reject unknown names (GetQueueAttributes).
+
+    The FIFO attributes are names only a FIFO queue knows: asked of a standard queue, SQS
+    answers InvalidAttributeName.
+    """
+    known = FIFO_ALL_NAMES if fifo else ALL_NAMES
     if "All" in names:
-        return list(ALL_NAMES)
+        return list(known)
     for name in names:
-        # FIFO attributes are known names that a standard queue simply does not have.
-        if name not in ALL_NAMES and name not in FIFO_ONLY:
+        if name not in known:
             raise InvalidAttributeName(f"Unknown Attribute {name}.")
     return list(dict.fromkeys(names))

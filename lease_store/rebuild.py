@@ -17,6 +17,12 @@ partition therefore replays its queue topic from the log start, and for each rec
     no changelog record                  -> live with a fresh fact (never received)
     live but older than the retention    -> gone (expired; also covers a tombstone that
                                             compaction already removed, see ARCHITECTURE.md)
+    a FIFO duplicate (`fifo.py`)         -> gone (as ingest decided), whatever the above
+
+The FIFO deduplication window is rebuilt by the same replay: every FIFO record, live or not,
+writes its window entry as ingest did, in log order, so the same duplicates are skipped. The
+FIFO group locks follow from the facts: a FIFO message (one with a deduplication id) received
+and not visible at the rebuild locks its group.
 
 The changelog is applied first into the target store (facts as `F` keys, tombstones as
 temporary `D` keys), then the queue records are replayed in offset order; the counters are
@@ -29,7 +35,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from lease_store import state
+from lease_store import fifo, state
 from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.records import LeaseFact, StoredMessage
 
@@ -76,6 +82,9 @@ class _Progress:
     next_offset: int = 0
     replayed: int = 0
     live: int = 0
+    # FIFO: group -> offsets out of sight at the rebuild (leased, or held for a dead-letter
+    # move), written as the group locks at `finish` (lease_store/fifo.py).
+    group_locks: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -151,6 +160,10 @@ class LeaseRebuild:
             part.state.applied_offset = offset
             part.replayed += 1
             self.stats.queue_records += 1
+            if message.deduplication_scope is not None and fifo.deduplicate(
+                fifo.batch_get(self._batch, self._kv.get), self._batch, pk.prefix, offset, message
+            ):
+                continue  # a FIFO duplicate: ingest skipped it too
             fact: LeaseFact | None = None
             if part.lowest_change <= offset <= part.highest_change:
                 if self._kv.get(_tombstone_key(pk, offset)) is not None:
@@ -172,6 +185,9 @@ class LeaseRebuild:
             self._batch.put(_message_key(pk, offset), message.encode())
             self._batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
             part.state.count(state.state_at(fact, now_ms), +1)
+            if message.deduplication_id is not None and fact.visible_at_ms > now_ms:
+                if fact.receive_count > 0 and message.message_group_id is not None:
+                    part.group_locks.setdefault(message.message_group_id, []).append(offset)
             part.live += 1
             self.stats.live_messages += 1
             self._flush_if_full()
@@ -187,6 +203,8 @@ class LeaseRebuild:
         st = part.state
         st.applied_offset = max(st.applied_offset, end_offset - 1)
         st.purged_before_offset = part.purged_before_offset
+        for group, offsets in part.group_locks.items():
+            self._batch.put(fifo.group_key(pk.prefix, group), fifo.encode_group_lock(offsets))
         self._batch.put(_state_key(pk), st.encode())
         self._flush(sync=True)
         self.stats.finished.append(pk)

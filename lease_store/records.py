@@ -82,6 +82,10 @@ class StoredMessage:
     # from the source queue's receives. 0 for every other message.
     receive_count: int = 0
     first_receive_ms: int = 0
+    # FIFO queues: the MessageDeduplicationId, and the queue's DeduplicationScope when the
+    # message takes part in deduplication (not on a copy moved to a dead-letter queue).
+    deduplication_id: str | None = None
+    deduplication_scope: str | None = None
 
     def encode(self) -> bytes:
         meta = {
@@ -97,6 +101,9 @@ class StoredMessage:
         if self.receive_count:
             meta["rc"] = self.receive_count
             meta["frt"] = self.first_receive_ms
+        if self.deduplication_id is not None:
+            meta["dedup"] = self.deduplication_id
+            meta["dscope"] = self.deduplication_scope
         meta_raw = json.dumps(meta, separators=(",", ":")).encode()
         return struct.pack(">I", len(meta_raw)) + meta_raw + self.body
 
@@ -116,4 +123,6 @@ class StoredMessage:
             dead_letter_source_arn=meta["dlq_src"],
             receive_count=meta.get("rc", 0),
             first_receive_ms=meta.get("frt", 0),
+            deduplication_id=meta.get("dedup"),
+            deduplication_scope=meta.get("dscope"),
         )

@@ -8,6 +8,8 @@ Key layout (all integers big-endian, so byte order is numeric order):
     M <partition key> <offset:8>                 -> StoredMessage
     X <partition key> <sent_ms:8> <offset:8>     -> empty  (the expiry index)
     S <partition key>                            -> PartitionState
+    U, W, G <partition key> ...                  -> FIFO queues' deduplication window and
+                                                    group locks (see `fifo.py`)
     !format                                      -> the key layout's version (2)
 
 where <partition key> is the queue incarnation id (16 bytes) and the Kafka partition (4).
@@ -51,7 +53,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from lease_store import state
+from lease_store import fifo, state
 from lease_store.errors import MessageNotAvailable
 from lease_store.floors import ScanFloors
 from lease_store.kv import KeyValueStore, WriteBatch
@@ -63,6 +65,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _STATE = struct.Struct(">qqqqqq")
 _MAX_TIME = (1 << 62) - 1
+_FIFO_GROUP_CACHE = 50_000  # offsets per partition whose message group is kept in memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +222,9 @@ class LeaseStore:
         # Where the live keys of each index begin, so scans skip tombstones (floors.py).
         self._floors = ScanFloors(kv, (b"F", b"V", b"R", b"X"))
         self._on_commit = on_commit
+        # FIFO: the message group of offsets `receive_fifo` has scanned (a group never changes),
+        # so a receive that skips a locked group's backlog reads keys, not messages.
+        self._fifo_groups: dict[PartitionKey, dict[int, str]] = {}
 
     def upgrade_format(self) -> int:
         """Bring a store written by an older layout to `FORMAT_VERSION`; call once at open.
@@ -332,6 +338,10 @@ class LeaseStore:
             st.applied_offset = offset
             if offset < st.purged_before_offset:
                 continue
+            if message.deduplication_scope is not None and fifo.deduplicate(
+                fifo.batch_get(batch, self._kv.get), batch, pk.prefix, offset, message
+            ):
+                continue  # a FIFO duplicate within the deduplication window: never delivered
             fact = state.ingested_fact(message)
             self._put_fact(pk, st, offset, fact, batch)
             batch.put(_message_key(pk, offset), message.encode())
@@ -571,7 +581,7 @@ class LeaseStore:
         can be removed too.
         """
         dropped: list[int] = []
-        for tag in (b"F", b"V", b"R", b"M", b"X"):
+        for tag in (b"F", b"V", b"R", b"M", b"X", b"U", b"W", b"G"):
             start = tag + pk.prefix
             end = tag + pk.prefix + b"\xff" * 16
             while rows := self._kv.scan(start, end, limit=1000):
@@ -587,8 +597,222 @@ class LeaseStore:
         self._states.pop(pk, None)
         self._next_due_ms.pop(pk, None)
         self._oldest_sent_ms.pop(pk, None)
+        self._fifo_groups.pop(pk, None)
         self._floors.forget(pk.prefix)
         return dropped
+
+    # -- FIFO queues (fifo.py) -------------------------------------------------------------
+
+    def deduplication_entry(
+        self, pk: PartitionKey, scope_key: bytes, now_ms: int
+    ) -> fifo.DedupEntry | None:
+        """The message first sent under `scope_key` in the 5 minutes before `now_ms`, if any."""
+        return fifo.window_entry(self._kv.get, pk.prefix, scope_key, now_ms)
+
+    def prune_deduplication(self, pk: PartitionKey, now_ms: int, limit: int = 1000) -> int:
+        """Forget up to `limit` deduplication entries sent 5 minutes or more before `now_ms`."""
+        start = b"W" + pk.prefix
+        end = start + _I64.pack(max(now_ms - fifo.DEDUPLICATION_WINDOW_MS + 1, 0))
+        rows = self._kv.scan(start, end, limit=limit)
+        if rows:
+            batch = WriteBatch()
+            fifo.prune_rows(fifo.batch_get(batch, self._kv.get), batch, pk.prefix, rows)
+            self._kv.write(batch)
+        return len(rows)
+
+    def prune_group_locks(self, pk: PartitionKey, now_ms: int) -> int:
+        """Drop the group locks no message holds any more; returns how many were dropped.
+
+        A receive rewrites the locks of the groups it meets, but a group that sends nothing
+        more would keep its lock key for ever: a periodic sweep calls this.
+        """
+        start = b"G" + pk.prefix
+        released = [
+            key
+            for key, _ in self._kv.scan(start, start + b"\xff" * 16)
+            if not self._group_locked(pk, key[len(start) :].decode(), now_ms, self._kv.get)
+        ]
+        if released:
+            batch = WriteBatch()
+            for key in released:
+                batch.delete(key)
+            self._kv.write(batch)
+        return len(released)
+
+    def receive_fifo(
+        self,
+        pk: PartitionKey,
+        now_ms: int,
+        max_messages: int,
+        visibility_ms: int,
+        retention_ms: int,
+        max_receive_count: int | None = None,
+        dead_letter_hold_ms: int = 30_000,
+        scan_limit: int = 10_000,
+        hold_ms: int | None = None,
+    ) -> ReceiveOutcome:
+        """`receive` for a FIFO queue: message groups in order, one consumer at a time.
+
+        Nothing is taken from a group while one of its messages is in flight (its lock, see
+        `fifo.py`); of the groups that are free, the one whose visible message comes first in
+        the log gives all it can, in log order, then the next. A message held for a
+        dead-letter move keeps its group locked, so the rest of the group waits for the move.
+        At most `scan_limit` visible messages are looked at (those of locked groups are
+        skipped, so a locked group with a long backlog costs a scan of it).
+
+        With `hold_ms`, the messages are held as `hold` holds them (a message move task),
+        not received, and their groups are locked meanwhile all the same.
+        """
+        st = self._state(pk)
+        now_ms = self._not_before_sweep(st, now_ms)
+        self._sweep_now(pk, st, now_ms)
+        outcome = ReceiveOutcome()
+        if st.visible <= 0:
+            return outcome  # the counters are exact: the ready index is empty
+        batch = WriteBatch()
+        get = fifo.batch_get(batch, self._kv.get)
+        locked: dict[str, bool] = {}
+        candidates: dict[str, list[int]] = {}  # group -> offsets, groups in first-seen order
+        groups = self._fifo_groups.setdefault(pk, {})
+        if len(groups) > _FIFO_GROUP_CACHE:
+            groups.clear()  # a bound, not an eviction policy: it refills as receives scan
+        found = scanned = 0
+        page = max(16, 2 * max_messages)
+        region = b"R" + pk.prefix
+        start, end = region, region + b"\xff" * 8
+        while found < max_messages and scanned < scan_limit:
+            rows = self._floors.scan(region, start, end, min(page, scan_limit - scanned))
+            if not rows:
+                break
+            page = min(2 * page, 1024)  # small first: an unread message's group costs a read
+            scanned += len(rows)
+            start = rows[-1][0] + b"\x00"
+            for key, _ in rows:
+                (offset,) = _I64.unpack_from(key, len(region))
+                group = groups.get(offset)
+                if group is None:
+                    group = groups[offset] = self._message(pk, offset).message_group_id or ""
+                if group not in locked:
+                    locked[group] = self._group_locked(pk, group, now_ms, get)
+                if not locked[group]:
+                    candidates.setdefault(group, []).append(offset)
+                    found += 1
+        taken: dict[str, list[int]] = {}
+        for group, offsets in candidates.items():
+            for offset in offsets:
+                if len(outcome.delivered) + len(outcome.dead_letter) >= max_messages:
+                    break
+                message = self._message(pk, offset)
+                fact = self._require_fact(pk, offset)
+                if state.is_expired(fact, now_ms, retention_ms):
+                    self._drop(pk, st, offset, fact, batch)
+                    outcome.expired += 1
+                    outcome.expired_ids.append(message.message_id)
+                    continue
+                if hold_ms is not None:
+                    held = fact.with_changes(visible_at_ms=now_ms + hold_ms)
+                    self._replace_fact(pk, st, offset, fact, held, batch)
+                    outcome.delivered.append(Delivery(offset, held, message))
+                    taken.setdefault(group, []).append(offset)
+                    continue
+                if state.exceeds_max_receives(fact, max_receive_count):
+                    held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
+                    self._replace_fact(pk, st, offset, fact, held, batch)
+                    outcome.dead_letter.append(Delivery(offset, held, message))
+                    taken.setdefault(group, []).append(offset)
+                    break  # the rest of the group waits for the move
+                leased = state.receive(fact, now_ms, visibility_ms)
+                self._replace_fact(pk, st, offset, fact, leased, batch)
+                outcome.delivered.append(Delivery(offset, leased, message))
+                taken.setdefault(group, []).append(offset)
+        for group in candidates:
+            if group in taken:
+                batch.put(fifo.group_key(pk.prefix, group), fifo.encode_group_lock(taken[group]))
+            elif get(fifo.group_key(pk.prefix, group)) is not None:
+                batch.delete(fifo.group_key(pk.prefix, group))  # a released lock
+        self._commit(pk, st, batch)
+        return outcome
+
+    def receive_fair(
+        self,
+        pk: PartitionKey,
+        now_ms: int,
+        max_messages: int,
+        visibility_ms: int,
+        retention_ms: int,
+        max_receive_count: int | None = None,
+        dead_letter_hold_ms: int = 30_000,
+        scan_limit: int = 10_000,
+    ) -> ReceiveOutcome:
+        """`receive` for a fair standard queue (messages with MessageGroupId): groups take turns.
+
+        The visible messages are read in log order (at most `scan_limit`, until as many
+        groups as `max_messages` were seen), then taken one per group in turn, groups in the
+        order their first message comes, so a group that floods the queue does not keep the
+        others' messages waiting behind its backlog. Messages without a group form one group.
+        Nothing is locked: this is a standard queue.
+        """
+        st = self._state(pk)
+        now_ms = self._not_before_sweep(st, now_ms)
+        self._sweep_now(pk, st, now_ms)
+        outcome = ReceiveOutcome()
+        if st.visible <= 0:
+            return outcome
+        groups = self._fifo_groups.setdefault(pk, {})
+        if len(groups) > _FIFO_GROUP_CACHE:
+            groups.clear()
+        queues: dict[str, list[int]] = {}  # group -> its visible offsets, groups in log order
+        scanned = 0
+        page = max(16, 2 * max_messages)
+        region = b"R" + pk.prefix
+        start, end = region, region + b"\xff" * 8
+        while len(queues) < max_messages and scanned < scan_limit:
+            rows = self._floors.scan(region, start, end, min(page, scan_limit - scanned))
+            if not rows:
+                break
+            page = min(2 * page, 1024)  # small first: an unread message's group costs a read
+            scanned += len(rows)
+            start = rows[-1][0] + b"\x00"
+            for key, _ in rows:
+                (offset,) = _I64.unpack_from(key, len(region))
+                group = groups.get(offset)
+                if group is None:
+                    group = groups[offset] = self._message(pk, offset).message_group_id or ""
+                queues.setdefault(group, []).append(offset)
+        turns: list[int] = []  # round robin: each group's first, then each group's second...
+        depth = 0
+        while len(turns) < max_messages and any(len(q) > depth for q in queues.values()):
+            turns += [q[depth] for q in queues.values() if len(q) > depth]
+            depth += 1
+        batch = WriteBatch()
+        for offset in turns[:max_messages]:
+            fact = self._require_fact(pk, offset)
+            message = self._message(pk, offset)
+            if state.is_expired(fact, now_ms, retention_ms):
+                self._drop(pk, st, offset, fact, batch)
+                outcome.expired += 1
+                outcome.expired_ids.append(message.message_id)
+            elif state.exceeds_max_receives(fact, max_receive_count):
+                held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
+                self._replace_fact(pk, st, offset, fact, held, batch)
+                outcome.dead_letter.append(Delivery(offset, held, message))
+            else:
+                leased = state.receive(fact, now_ms, visibility_ms)
+                self._replace_fact(pk, st, offset, fact, leased, batch)
+                outcome.delivered.append(Delivery(offset, leased, message))
+        self._commit(pk, st, batch)
+        return outcome
+
+    def _group_locked(self, pk: PartitionKey, group: str, now_ms: int, get: fifo.Get) -> bool:
+        """Whether a message the group's last receive took is still out of sight."""
+        raw = get(fifo.group_key(pk.prefix, group))
+        if raw is None:
+            return False
+        for offset in fifo.decode_group_lock(raw):
+            fact_raw = get(_fact_key(pk, offset))
+            if fact_raw is not None and LeaseFact.decode(fact_raw).visible_at_ms > now_ms:
+                return True
+        return False
 
     # -- internals -------------------------------------------------------------------------
 

@@ -116,13 +116,6 @@ def test_get_queue_attributes_returns_only_the_named_attributes(
     }
 
 
-def test_fifo_attributes_of_a_standard_queue_are_known_but_absent(
-    sqs: Any, new_queue: NewQueue
-) -> None:
-    url = new_queue("std")
-    assert attributes_of(sqs, url, "FifoQueue", "ContentBasedDeduplication") == {}
-
-
 def test_get_queue_attributes_with_an_unknown_name_is_refused(
     sqs: Any, new_queue: NewQueue
 ) -> None:
@@ -611,21 +604,6 @@ def test_create_queue_accepts_a_name_of_80_characters(sqs: Any) -> None:
     name = unique("long").ljust(80, "x")
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     assert name_of(url) == name
-
-
-@pytest.mark.parametrize(
-    ("name", "attributes"),
-    [
-        ("{}.fifo", {}),
-        ("{}.fifo", {"FifoQueue": "true"}),
-        ("{}", {"FifoQueue": "true"}),
-    ],
-)
-def test_create_fifo_queue_is_unsupported(sqs: Any, name: str, attributes: dict[str, str]) -> None:
-    with pytest.raises(ClientError) as excinfo:
-        sqs.create_queue(QueueName=name.format(unique("fifo")), Attributes=attributes)
-    assert error_code(excinfo) == "AWS.SimpleQueueService.UnsupportedOperation"
-    assert http_status(excinfo) == 400
 
 
 @pytest.mark.parametrize(

@@ -37,8 +37,10 @@ def test_requested_names_keep_their_order_without_duplicates() -> None:
     ]
 
 
-def test_fifo_attribute_names_are_known() -> None:
-    assert requested_names(["FifoQueue"]) == ["FifoQueue"]
+def test_fifo_attribute_names_are_known_to_fifo_queues_only() -> None:
+    assert requested_names(["FifoQueue"], fifo=True) == ["FifoQueue"]
+    with pytest.raises(InvalidAttributeName, match=r"^Unknown Attribute FifoQueue\.$"):
+        requested_names(["FifoQueue"])
 
 
 def test_unknown_attribute_name_is_refused() -> None:

@@ -24,6 +24,7 @@ EXPECTED = {
     "node-client",
     "node-consumer",
     "go-client",
+    "python-fifo",
 }
 
 

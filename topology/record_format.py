@@ -1,10 +1,12 @@
 """How an SQS message is laid out as a Kafka record on its queue topic.
 
-    key       message id (UTF-8)
+    key       message id (UTF-8); on a FIFO queue the message group id, the message id then
+              travelling in the sqs.message-id header
     value     message body (the UTF-8 bytes the client sent)
     timestamp SentTimestamp (CreateTime, ms)
     headers   sqs.sender-id, sqs.delay-seconds, sqs.aws-trace-header, sqs.message-group-id,
-              sqs.dead-letter-source-arn, and one `sqs.attr.<Name>` per message attribute whose
+              sqs.dead-letter-source-arn, sqs.message-deduplication-id and
+              sqs.deduplication-scope (FIFO), and one `sqs.attr.<Name>` per message attribute whose
               value is JSON {"DataType": ..., "StringValue": ...} or {..., "BinaryValue": base64}
 
 A Kafka-native consumer therefore reads a queue as an ordinary topic of bodies, and a record
@@ -29,6 +31,11 @@ HEADER_DLQ_SOURCE = "sqs.dead-letter-source-arn"
 # On records moved to a dead-letter queue: the receives the message had in its source queue.
 HEADER_RECEIVE_COUNT = "sqs.receive-count"
 HEADER_FIRST_RECEIVE = "sqs.first-receive-timestamp"
+# FIFO queues: the key is the group, so the id travels here; the deduplication id, and the
+# queue's DeduplicationScope when the message takes part in deduplication (lease_store/fifo.py).
+HEADER_MESSAGE_ID = "sqs.message-id"
+HEADER_DEDUPLICATION_ID = "sqs.message-deduplication-id"
+HEADER_DEDUPLICATION_SCOPE = "sqs.deduplication-scope"
 ATTRIBUTE_PREFIX = "sqs.attr."
 # The largest queue-topic record: a 1 MiB SQS message (body + attributes) whose binary
 # attributes travel base64-encoded in JSON headers, plus framing. Producer and topics allow it;
@@ -38,8 +45,15 @@ MAX_RECORD_BYTES = 4 * 1024 * 1024
 Headers = list[tuple[str, bytes]]
 
 
-def to_headers(message: StoredMessage) -> Headers:
+def to_headers(message: StoredMessage, id_in_header: bool = False) -> Headers:
+    """The record headers of a message; `id_in_header` when the key is not the message id."""
     headers: Headers = [(HEADER_SENDER, message.sender_id.encode())]
+    if id_in_header:
+        headers.append((HEADER_MESSAGE_ID, message.message_id.encode()))
+    if message.deduplication_id is not None:
+        headers.append((HEADER_DEDUPLICATION_ID, message.deduplication_id.encode()))
+        if message.deduplication_scope is not None:
+            headers.append((HEADER_DEDUPLICATION_SCOPE, message.deduplication_scope.encode()))
     if message.delay_s:
         headers.append((HEADER_DELAY, str(message.delay_s).encode()))
     if message.aws_trace_header is not None:
@@ -76,7 +90,9 @@ def from_record(
                 attributes[name[len(ATTRIBUTE_PREFIX) :]] = attribute
         else:
             fields[name] = text
-    if key:
+    if HEADER_MESSAGE_ID in fields:
+        message_id = fields[HEADER_MESSAGE_ID]
+    elif key:
         message_id = key.decode("utf-8", errors="replace")
     else:
         message_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"kafka:{topic}/{partition}/{offset}"))
@@ -92,6 +108,8 @@ def from_record(
         dead_letter_source_arn=fields.get(HEADER_DLQ_SOURCE),
         receive_count=_int(fields.get(HEADER_RECEIVE_COUNT)),
         first_receive_ms=_int(fields.get(HEADER_FIRST_RECEIVE)),
+        deduplication_id=fields.get(HEADER_DEDUPLICATION_ID),
+        deduplication_scope=fields.get(HEADER_DEDUPLICATION_SCOPE),
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from gateway.action import Action, Result
 from gateway.context import RequestContext
 from gateway.params import Params
-from gateway.queue_attributes import validate_settable
+from gateway.queue_attributes import FIFO_DEFAULTS, validate_fifo_settings, validate_settable
 from gateway.tags import validate_tags
 
 
@@ -29,7 +29,10 @@ def decode(p: Params) -> CreateQueueRequest:
 
 
 async def handle(req: CreateQueueRequest, ctx: RequestContext) -> Result:
-    attributes = validate_settable(req.attributes)
+    fifo = req.attributes.get("FifoQueue", "").lower() == "true"
+    attributes = validate_settable(req.attributes, fifo=fifo)
+    if fifo:
+        validate_fifo_settings({**FIFO_DEFAULTS, **attributes})
     source_arn = f"arn:aws:sqs:{ctx.region}:{ctx.account_id}:{req.queue_name}"
     ctx.runtime.registry.validate_redrive(attributes, source_arn)
     validate_tags(req.tags, queue_name=req.queue_name)

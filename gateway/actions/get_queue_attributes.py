@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from gateway.action import Action, Result
 from gateway.context import RequestContext
 from gateway.params import Params
-from gateway.queue_attributes import DEFAULTS, requested_names
+from gateway.queue_attributes import requested_names
+from gateway.queues import effective_attributes, is_fifo
 
 
 @dataclass(frozen=True)
@@ -24,13 +25,12 @@ def decode(p: Params) -> GetQueueAttributesRequest:
 
 async def handle(req: GetQueueAttributesRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
-    names = requested_names(req.attribute_names)
+    names = requested_names(req.attribute_names, fifo=is_fifo(record))
     if not names:
         return {}  # SQS answers no attributes when none are asked for
     counts = ctx.runtime.messages.counts(record)
     values = {
-        **DEFAULTS,
-        **record.attributes,
+        **effective_attributes(record),
         "QueueArn": ctx.queue_arn(record),
         "CreatedTimestamp": str(record.created_s),
         "LastModifiedTimestamp": str(record.modified_s),

@@ -8,10 +8,13 @@ from gateway import limits
 from gateway.action import Action, Result
 from gateway.checksums import md5_of_attributes, md5_of_body
 from gateway.context import RequestContext
+from gateway.fifo import check_attempt_id
 from gateway.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_message_attributes
 from gateway.messages import Received
 from gateway.params import Params
 from gateway.queue_attributes import DEFAULTS
+from gateway.queues import is_fifo
+from lease_store.fifo import sequence_number
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class ReceiveMessageRequest:
     wait_time_seconds: int | None
     system_attribute_names: list[str]
     message_attribute_names: list[str]
+    receive_request_attempt_id: str | None = None
 
 
 def decode(p: Params) -> ReceiveMessageRequest:
@@ -40,10 +44,11 @@ def decode(p: Params) -> ReceiveMessageRequest:
         system_attribute_names=p.str_list("AttributeNames")
         + p.str_list("MessageSystemAttributeNames"),
         message_attribute_names=p.str_list("MessageAttributeNames"),
+        receive_request_attempt_id=p.optional_str("ReceiveRequestAttemptId"),
     )
 
 
-def _system_attributes(received: Received, names: list[str]) -> dict[str, str]:
+def _system_attributes(received: Received, names: list[str], fifo_queue: bool) -> dict[str, str]:
     if not names:
         return {}
     wanted = set(SYSTEM_ATTRIBUTE_NAMES) if "All" in names else set(names)
@@ -56,11 +61,13 @@ def _system_attributes(received: Received, names: list[str]) -> dict[str, str]:
         "AWSTraceHeader": message.aws_trace_header,
         "DeadLetterQueueSourceArn": message.dead_letter_source_arn,
         "MessageGroupId": message.message_group_id,
+        "MessageDeduplicationId": message.deduplication_id,
+        "SequenceNumber": sequence_number(received.delivery.offset) if fifo_queue else None,
     }
     return {k: v for k, v in values.items() if k in wanted and v is not None}
 
 
-def _message_result(received: Received, req: ReceiveMessageRequest) -> Result:
+def _message_result(received: Received, req: ReceiveMessageRequest, fifo_queue: bool) -> Result:
     message = received.delivery.message
     out: Result = {
         "MessageId": message.message_id,
@@ -68,7 +75,7 @@ def _message_result(received: Received, req: ReceiveMessageRequest) -> Result:
         "MD5OfBody": md5_of_body(message.body),
         "Body": message.body.decode("utf-8", errors="replace"),
     }
-    if attributes := _system_attributes(received, req.system_attribute_names):
+    if attributes := _system_attributes(received, req.system_attribute_names, fifo_queue):
         out["Attributes"] = attributes
     selected = select_message_attributes(message.attributes, req.message_attribute_names)
     if selected:
@@ -91,12 +98,20 @@ async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
             )
         )
     ctx.notes.long_poll = wait_s > 0
-    received = await ctx.runtime.messages.receive(
-        record, req.max_number_of_messages, visibility_s, wait_s
-    )
+    fifo_queue = is_fifo(record)
+    attempt_id = req.receive_request_attempt_id if fifo_queue else None  # FIFO only, as in SQS
+    check_attempt_id(attempt_id)
+    fifo = ctx.runtime.messages.fifo
+    received = fifo.attempt(record, attempt_id, visibility_s) if attempt_id is not None else None
+    if received is None:
+        received = await ctx.runtime.messages.receive(
+            record, req.max_number_of_messages, visibility_s, wait_s
+        )
+        if attempt_id is not None:
+            fifo.remember_attempt(record, attempt_id, received)
     if not received:
         return {}
-    return {"Messages": [_message_result(r, req) for r in received]}
+    return {"Messages": [_message_result(r, req, fifo_queue) for r in received]}
 
 
 ACTION = Action("ReceiveMessage", decode, handle)

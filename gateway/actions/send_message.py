@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway import limits
 from gateway.action import Action, Result
 from gateway.checksums import md5_of_attributes, md5_of_body
 from gateway.context import RequestContext
 from gateway.errors import InvalidParameterValue
+from gateway.fifo import check_fifo_send, check_standard_send
 from gateway.ids import new_uuid
 from gateway.message_attributes import message_size, parse_attributes, validate_body
 from gateway.params import Params
 from gateway.queue_attributes import DEFAULTS
+from gateway.queues import is_fifo
 from lease_store.records import AttributeValue, StoredMessage
 from topology.catalog import QueueRecord
 
@@ -25,6 +27,7 @@ class SendMessageRequest:
     message_attributes: dict[str, AttributeValue]
     message_system_attributes: dict[str, AttributeValue]
     message_group_id: str | None
+    message_deduplication_id: str | None = None
 
 
 def decode_entry(p: Params, queue_url: str) -> SendMessageRequest:
@@ -42,6 +45,7 @@ def decode_entry(p: Params, queue_url: str) -> SendMessageRequest:
         message_attributes=parse_attributes(p.map_of_maps("MessageAttributes")),
         message_system_attributes=system,
         message_group_id=p.optional_str("MessageGroupId"),
+        message_deduplication_id=p.optional_str("MessageDeduplicationId"),
     )
 
 
@@ -60,19 +64,30 @@ def build_message(
             f"One or more parameters are invalid. Reason: Message must be shorter than "
             f"{max_bytes} bytes."
         )
+    body = req.message_body.encode()
+    deduplication_id = deduplication_scope = None
     delay_s = req.delay_seconds
+    if is_fifo(record):
+        group, deduplication_id, deduplication_scope = check_fifo_send(
+            record, body, req.message_group_id, req.message_deduplication_id, delay_s
+        )
+        delay_s = None  # the queue's delay applies
+    else:
+        check_standard_send(req.message_group_id, req.message_deduplication_id)
     if delay_s is None:
         delay_s = int(record.attributes.get("DelaySeconds", DEFAULTS["DelaySeconds"]))
     trace = req.message_system_attributes.get("AWSTraceHeader")
     return StoredMessage(
         message_id=new_uuid(),
-        body=req.message_body.encode(),
+        body=body,
         sent_ms=ctx.runtime.clock.now_ms(),
         delay_s=delay_s,
         attributes=req.message_attributes,
         sender_id=ctx.sender_id,
         aws_trace_header=trace.string_value if trace else ctx.trace_header,
         message_group_id=req.message_group_id,
+        deduplication_id=deduplication_id,
+        deduplication_scope=deduplication_scope,
     )
 
 
@@ -91,6 +106,13 @@ def sent_result(message: StoredMessage, req: SendMessageRequest) -> Result:
 async def handle(req: SendMessageRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
     message = build_message(req, record, ctx)
+    if message.deduplication_scope is not None:
+        sent = await ctx.runtime.messages.fifo.send(record, message)
+        if not sent.duplicate:
+            size = message_size(req.message_body, req.message_attributes)
+            ctx.runtime.events.sent(record, message, size)
+        result = sent_result(replace(message, message_id=sent.message_id), req)
+        return {**result, "SequenceNumber": sent.sequence_number}
     await ctx.runtime.messages.send(record, message)
     ctx.runtime.events.sent(record, message, message_size(req.message_body, req.message_attributes))
     return sent_result(message, req)

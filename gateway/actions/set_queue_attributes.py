@@ -8,7 +8,8 @@ from gateway.action import Action, Result
 from gateway.context import RequestContext
 from gateway.errors import MissingParameter, QueueDoesNotExist
 from gateway.params import Params
-from gateway.queue_attributes import validate_settable
+from gateway.queue_attributes import validate_fifo_settings, validate_settable
+from gateway.queues import effective_attributes, is_fifo
 from topology.catalog import QueueRecord
 
 
@@ -39,7 +40,12 @@ def _merged(record: QueueRecord, changes: dict[str, str]) -> dict[str, str]:
 async def handle(req: SetQueueAttributesRequest, ctx: RequestContext) -> Result:
     registry = ctx.runtime.registry
     record = ctx.queue(req.queue_url)
-    changes = validate_settable(req.attributes)
+    fifo = is_fifo(record)
+    changes = validate_settable(req.attributes, fifo=fifo)
+    if fifo:
+        validate_fifo_settings(
+            effective_attributes(record.changed(attributes=_merged(record, changes)))
+        )
     registry.validate_redrive(changes, ctx.queue_arn(record))
     updated = record.changed(
         attributes=_merged(record, changes), modified_s=ctx.runtime.clock.now_ms() // 1000

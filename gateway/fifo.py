@@ -1,0 +1,226 @@
+"""FIFO queues at the gateway: the send rules, and deduplication before a send.
+
+A FIFO message needs a MessageGroupId and a MessageDeduplicationId (or the queue's
+ContentBasedDeduplication, the SHA-256 of the body); both are 1-128 printable ASCII
+characters; a per-message DelaySeconds is refused (the queue's delay applies). Texts are
+AWS's, as AWS users quote them and as moto and LocalStack answer.
+
+Deduplication has two guards. Before producing, the sender looks up the scope key in the lease
+store's window (`lease_store/fifo.py`) and answers a duplicate with the original's MessageId
+and SequenceNumber; concurrent sends of one key on this gateway wait for the first. The lease
+store's ingest then refuses any duplicate that reached the log anyway, and the sender, which
+answers only after ingest, reports the original then too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.errors import InvalidParameterValue, MissingParameter
+from gateway.queues import group_partition, partition_keys
+from lease_store import fifo
+from lease_store.clock import Clock
+from lease_store.errors import LeaseError
+from lease_store.handles import ReceiptHandle
+from lease_store.records import StoredMessage
+from lease_store.store import LeaseStore, PartitionKey
+from topology.catalog import QueueRecord
+
+if TYPE_CHECKING:
+    from gateway.messages import MessageService, Received
+
+# Deduplication entries are pruned this long after their window ended (see `prune`).
+PRUNE_MARGIN_MS = 10 * 60 * 1000
+# ReceiveRequestAttemptId: a retried receive within this long gets the same messages back.
+ATTEMPT_WINDOW_MS = fifo.DEDUPLICATION_WINDOW_MS
+
+_ID = re.compile(r"^[!-~]{1,128}$")  # alphanumeric and punctuation, 1 to 128
+
+
+def _invalid_id(name: str, value: str) -> InvalidParameterValue:
+    return InvalidParameterValue(
+        f"Value {value} for parameter {name} is invalid. Reason: {name} can only include "
+        "alphanumeric and punctuation characters. 1 to 128 in length."
+    )
+
+
+def _not_for_this_queue_type(name: str, value: object) -> InvalidParameterValue:
+    # AWS's text, its grammar included (as AWS users quote it).
+    return InvalidParameterValue(
+        f"Value {value} for parameter {name} is invalid. Reason: The request include "
+        "parameter that is not valid for this queue type."
+    )
+
+
+def check_attempt_id(attempt_id: str | None) -> None:
+    """ReceiveRequestAttemptId takes the characters and length of the other FIFO ids."""
+    if attempt_id is not None and not _ID.match(attempt_id):
+        raise _invalid_id("ReceiveRequestAttemptId", attempt_id)
+
+
+def check_standard_send(group_id: str | None, deduplication_id: str | None) -> None:
+    """A standard queue takes no MessageDeduplicationId; a MessageGroupId (fair queues) follows
+    the FIFO rules for it."""
+    if deduplication_id is not None:
+        raise _not_for_this_queue_type("MessageDeduplicationId", deduplication_id)
+    if group_id is not None and not _ID.match(group_id):
+        raise _invalid_id("MessageGroupId", group_id)
+
+
+def check_fifo_send(
+    record: QueueRecord,
+    body: bytes,
+    group_id: str | None,
+    deduplication_id: str | None,
+    delay_s: int | None,
+) -> tuple[str, str, str]:
+    """The rules of a send to a FIFO queue; returns (group, deduplication id, scope)."""
+    if delay_s:
+        raise _not_for_this_queue_type("DelaySeconds", delay_s)
+    if group_id is None:
+        raise MissingParameter.named("MessageGroupId")
+    if not _ID.match(group_id):
+        raise _invalid_id("MessageGroupId", group_id)
+    if deduplication_id is None:
+        if record.attributes.get("ContentBasedDeduplication") != "true":
+            raise InvalidParameterValue(
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly"
+            )
+        deduplication_id = fifo.content_deduplication_id(body)
+    elif not _ID.match(deduplication_id):
+        raise _invalid_id("MessageDeduplicationId", deduplication_id)
+    scope = record.attributes.get("DeduplicationScope", fifo.SCOPE_QUEUE)
+    return group_id, deduplication_id, scope
+
+
+@dataclass(frozen=True, slots=True)
+class FifoSent:
+    message_id: str
+    sequence_number: str
+    duplicate: bool  # answered from the deduplication window: nothing was enqueued
+
+
+class FifoService:
+    """Sends to FIFO queues, deduplicated (see the module header), and the receive attempts
+    a retried ReceiveMessage answers from."""
+
+    def __init__(self, messages: MessageService, leases: LeaseStore, clock: Clock) -> None:
+        self._messages = messages
+        self._leases = leases
+        self._clock = clock
+        # (queue topic, scope key) -> the outcome of the send in progress (None: it failed)
+        self._pending: dict[tuple[str, bytes], asyncio.Future[FifoSent | None]] = {}
+        # (queue topic, ReceiveRequestAttemptId) -> (when, what it received), oldest first.
+        # In memory: a retry that reaches another gateway, or follows a restart, receives anew.
+        self._attempts: OrderedDict[tuple[str, str], tuple[int, list[Received]]] = OrderedDict()
+
+    async def send(self, record: QueueRecord, message: StoredMessage) -> FifoSent:
+        assert message.deduplication_id is not None and message.deduplication_scope is not None
+        key = fifo.scope_key(
+            message.deduplication_id, message.deduplication_scope, message.message_group_id
+        )
+        pending_key = (record.topic, key)
+        while (pending := self._pending.get(pending_key)) is not None:
+            first = await asyncio.shield(pending)
+            if first is not None:
+                return FifoSent(first.message_id, first.sequence_number, duplicate=True)
+        keys = partition_keys(record)
+        if message.deduplication_scope == fifo.SCOPE_MESSAGE_GROUP:
+            # A group lives on one partition, and its duplicates with it.
+            keys = (keys[group_partition(message.message_group_id or "", len(keys))],)
+        now_ms = self._clock.now_ms()
+        for pk in keys:
+            entry = self._leases.deduplication_entry(pk, key, now_ms)
+            if entry is not None:
+                return FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
+        future: asyncio.Future[FifoSent | None] = asyncio.get_running_loop().create_future()
+        self._pending[pending_key] = future
+        outcome: FifoSent | None = None
+        try:
+            delivered = await self._messages.send(record, message)
+            outcome = FifoSent(message.message_id, fifo.sequence_number(delivered.offset), False)
+            pk = partition_keys(record)[delivered.partition]
+            entry = self._leases.deduplication_entry(pk, key, self._clock.now_ms())
+            if entry is not None and entry.offset != delivered.offset:
+                # Ingest found an original this gateway did not know of: the record was dropped.
+                outcome = FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
+            return outcome
+        finally:
+            del self._pending[pending_key]
+            future.set_result(outcome)  # None when the send failed: a waiter sends itself
+
+    def prune(self, record: QueueRecord) -> None:
+        """Forget the queue's deduplication entries older than the window and its released
+        group locks (a periodic sweep; neither is needed, both would pile up)."""
+        now_ms = self._clock.now_ms()
+        for pk in partition_keys(record):
+            # Kept PRUNE_MARGIN_MS longer than the window: ingest that lags behind the log
+            # (catching up after an outage) must still find the entry a duplicate follows.
+            self._leases.prune_deduplication(pk, now_ms - PRUNE_MARGIN_MS)
+            self._leases.prune_group_locks(pk, now_ms)
+
+    def check_expired(self, pk: PartitionKey, handle: ReceiptHandle, receipt_handle: str) -> None:
+        """On a FIFO queue only the current lease's handle deletes its message or changes its
+        visibility.
+
+        A handle whose lease ended (the message visible again, or received again since) is
+        InvalidParameterValue "... Reason: The receipt handle has expired." (AWS's
+        troubleshooting guide; AWS SDK maintainers: "FIFO queues will reject DeleteMessage
+        requests when the receipt handle is expired"; LocalStack checked it against AWS), so
+        a consumer that was too slow cannot touch a message another consumer now holds. A
+        message already gone is left to the usual answers (a delete succeeds again).
+        """
+        fact = self._leases.fact(pk, handle.offset)
+        if fact is None:
+            return
+        if fact.receive_count != handle.epoch or fact.visible_at_ms <= self._clock.now_ms():
+            raise InvalidParameterValue(
+                f"Value {receipt_handle} for parameter ReceiptHandle is invalid. Reason: The "
+                "receipt handle has expired."
+            )
+
+    def attempt(
+        self, record: QueueRecord, attempt_id: str, visibility_s: int
+    ) -> list[Received] | None:
+        """What an earlier receive with this ReceiveRequestAttemptId got, if within 5 minutes.
+
+        Only the messages still as that receive left them (not deleted, not received again
+        since) are given back, with the same receipt handles, their visibility timeout
+        started again ("a retry within the deduplication interval resets the visibility
+        timeout", the API reference); None when none are.
+        """
+        now_ms = self._clock.now_ms()
+        while self._attempts:
+            at_ms, _ = next(iter(self._attempts.values()))
+            if now_ms - at_ms < ATTEMPT_WINDOW_MS:
+                break
+            self._attempts.popitem(last=False)
+        remembered = self._attempts.get((record.topic, attempt_id))
+        if remembered is None:
+            return None
+        still = []
+        for received in remembered[1]:
+            pk, handle = self._messages.locate(record, received.receipt_handle)
+            fact = self._leases.fact(pk, handle.offset)
+            if fact is None or fact.receive_count != handle.epoch:
+                continue
+            with contextlib.suppress(LeaseError):  # past the 12 hours: keeps its lease as is
+                self._leases.change_visibility(
+                    pk, handle.offset, handle.epoch, now_ms, visibility_s * 1000, sync=False
+                )
+            still.append(received)
+        return still or None
+
+    def remember_attempt(
+        self, record: QueueRecord, attempt_id: str, received: list[Received]
+    ) -> None:
+        if received:
+            key = (record.topic, attempt_id)
+            self._attempts[key] = (self._clock.now_ms(), received)
+            self._attempts.move_to_end(key)  # oldest first, for the pruning in `attempt`
