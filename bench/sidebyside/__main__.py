@@ -32,7 +32,7 @@ from bench.sidebyside.loadgen import Client, check_signer
 from bench.sidebyside.monitor import TreeMonitor
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-ALL_WORKLOADS = ("a_single", "b_batch", "c_wake", "d_backlog", "o_open")
+ALL_WORKLOADS = ("a_single", "b_batch", "c_wake", "d_backlog", "o_open", "f_fifo")
 HALF_KQS_PEAK = "half-kqs-peak"
 
 
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated: kqs, kqs-base (with --base-src), elasticmq, fauxqs (in memory), "
         "fauxqs-sqlite (its durable SQLite backend), moto",
     )
-    p.add_argument("--workloads", default="a,b,c,d,o,e", help="subset of a,b,c,d,o,e")
+    p.add_argument("--workloads", default="a,b,c,d,o,e", help="subset of a,b,c,d,o,f,e")
     p.add_argument(
         "--rate",
         default=HALF_KQS_PEAK,
@@ -178,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         if workload == "o_open":
             open_params = workloads.OpenLoopParams(open_rate[0], duration)
             return lambda c: workloads.open_loop(c, open_params)
+        if workload == "f_fifo":
+            fifo_params = workloads.FifoParams(8, 16, 4, duration)
+            return lambda c: workloads.fifo_pairs(c, fifo_params)
         if workload == "c_wake":
             return lambda c: workloads.long_poll_wake(c, wake_rounds)
         if workload == "d_backlog":

@@ -18,6 +18,8 @@ TITLES = {
     "b_batch": "(b) producer/consumer, batch calls (SendMessageBatch; ReceiveMessage×10 + DeleteMessageBatch)",
     "c_wake": "(c) long-poll wake latency (send acknowledged → parked 20 s receive returns)",
     "d_backlog": "(d) backlog drain (fill with SendMessageBatch, then ReceiveMessage×10 + DeleteMessageBatch)",
+    "f_fifo": "(f) FIFO queue: SendMessageBatch of 10 per message group; ReceiveMessage×10 + "
+    "DeleteMessageBatch; order checked per group",
     "peak_a": "(o, step 1) closed-loop peak of each server: workload (a) once, before the pairs",
     "o_open": "(o) open loop: a fixed offered rate of SendMessage and of ReceiveMessage + DeleteMessage, "
     "latency from each operation's scheduled time",
@@ -42,6 +44,11 @@ RATIO_METRICS: dict[str, list[tuple[str, str, bool]]] = {
     "d_backlog": [
         ("sent_per_s", "fill msg/s", True),
         ("received_deleted_per_s", "drain msg/s", True),
+    ],
+    "f_fifo": [
+        ("sent_per_s", "sent/s", True),
+        ("received_deleted_per_s", "recv+del/s", True),
+        ("cpu_ms_per_msg", "server CPU ms/msg", False),
     ],
     "o_open": [
         ("send_p50_ms", "send p50 ms", False),
@@ -204,6 +211,14 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             per = ", ".join(_fmt(v) for v in value["per_pair"])
             lines.append(f"| {label} | {per} | {_fmt(value['median'])} |")
         lines.append("")
+        if workload == "f_fifo":
+            for r in wruns:
+                res = r["result"]
+                lines.append(
+                    f"- pair {r['pair']} {r['server']}: {res['out_of_order']} out of order, "
+                    f"{res['groups_seen']} groups seen"
+                )
+            lines.append("")
         if workload == "d_backlog":
             for r in wruns:
                 res = r["result"]
