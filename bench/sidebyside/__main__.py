@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated: kqs, kqs-base (with --base-src), elasticmq, fauxqs (in memory), "
         "fauxqs-sqlite (its durable SQLite backend), moto",
     )
-    p.add_argument("--workloads", default="a,b,c,d,o,e", help="subset of a,b,c,d,o,f,e")
+    p.add_argument("--workloads", default="a,b,c,d,o,f,e", help="subset of a,b,c,d,o,f,e")
     p.add_argument(
         "--rate",
         default=HALF_KQS_PEAK,
