@@ -115,20 +115,22 @@ class AsyncProducer:
 
     def _settle_all(self, reports: list[_Report]) -> None:
         for future, on_delivered, error, msg in reports:
-            if future.done():
-                continue
             if error is not None:
-                future.set_exception(ProduceFailed(error))
+                if not future.done():
+                    future.set_exception(ProduceFailed(error))
                 continue
             topic, partition, offset = coordinates(msg)
             _, timestamp_ms = msg.timestamp()
             delivered = Delivered(topic, partition, offset, timestamp_ms)
             if on_delivered is not None:
+                # Even for a send whose caller is gone (cancelled): the record is in Kafka,
+                # and applying it now keeps the partition's later records from waiting on it.
                 try:
                     on_delivered(delivered)
                 except Exception:
                     log.exception("delivery callback failed", extra={"topic": topic})
-            future.set_result(delivered)
+            if not future.done():
+                future.set_result(delivered)
         self._batch_done()
 
     def _batch_done(self) -> None:
