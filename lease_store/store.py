@@ -385,20 +385,18 @@ class LeaseStore:
                 break
             seen.update(candidates)
             for offset in candidates:
-                fact = self._require_fact(pk, offset)
-                message = self._message(pk, offset)
-                if state.is_expired(fact, now_ms, retention_ms):
-                    self._drop(pk, st, offset, fact, batch)
-                    outcome.expired += 1
-                    outcome.expired_ids.append(message.message_id)
-                elif state.exceeds_max_receives(fact, max_receive_count):
-                    held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
-                    self._replace_fact(pk, st, offset, fact, held, batch)
-                    outcome.dead_letter.append(Delivery(offset, held, message))
-                else:
-                    leased = state.receive(fact, now_ms, visibility_ms)
-                    self._replace_fact(pk, st, offset, fact, leased, batch)
-                    outcome.delivered.append(Delivery(offset, leased, message))
+                self._take(
+                    pk,
+                    st,
+                    offset,
+                    now_ms,
+                    visibility_ms,
+                    retention_ms,
+                    max_receive_count,
+                    dead_letter_hold_ms,
+                    batch,
+                    outcome,
+                )
             # The batch is applied per round so the next index scan sees the moved entries.
             self._commit(pk, st, batch)
             batch = WriteBatch()
@@ -786,22 +784,50 @@ class LeaseStore:
             depth += 1
         batch = WriteBatch()
         for offset in turns[:max_messages]:
-            fact = self._require_fact(pk, offset)
-            message = self._message(pk, offset)
-            if state.is_expired(fact, now_ms, retention_ms):
-                self._drop(pk, st, offset, fact, batch)
-                outcome.expired += 1
-                outcome.expired_ids.append(message.message_id)
-            elif state.exceeds_max_receives(fact, max_receive_count):
-                held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
-                self._replace_fact(pk, st, offset, fact, held, batch)
-                outcome.dead_letter.append(Delivery(offset, held, message))
-            else:
-                leased = state.receive(fact, now_ms, visibility_ms)
-                self._replace_fact(pk, st, offset, fact, leased, batch)
-                outcome.delivered.append(Delivery(offset, leased, message))
+            self._take(
+                pk,
+                st,
+                offset,
+                now_ms,
+                visibility_ms,
+                retention_ms,
+                max_receive_count,
+                dead_letter_hold_ms,
+                batch,
+                outcome,
+            )
         self._commit(pk, st, batch)
         return outcome
+
+    def _take(
+        self,
+        pk: PartitionKey,
+        st: PartitionState,
+        offset: int,
+        now_ms: int,
+        visibility_ms: int,
+        retention_ms: int,
+        max_receive_count: int | None,
+        dead_letter_hold_ms: int,
+        batch: WriteBatch,
+        outcome: ReceiveOutcome,
+    ) -> None:
+        """One visible message for a standard receive: dropped if expired, held for the
+        dead-letter move past `max_receive_count`, else leased; recorded in `outcome`."""
+        fact = self._require_fact(pk, offset)
+        message = self._message(pk, offset)
+        if state.is_expired(fact, now_ms, retention_ms):
+            self._drop(pk, st, offset, fact, batch)
+            outcome.expired += 1
+            outcome.expired_ids.append(message.message_id)
+        elif state.exceeds_max_receives(fact, max_receive_count):
+            held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
+            self._replace_fact(pk, st, offset, fact, held, batch)
+            outcome.dead_letter.append(Delivery(offset, held, message))
+        else:
+            leased = state.receive(fact, now_ms, visibility_ms)
+            self._replace_fact(pk, st, offset, fact, leased, batch)
+            outcome.delivered.append(Delivery(offset, leased, message))
 
     def _group_locked(self, pk: PartitionKey, group: str, now_ms: int, get: fifo.Get) -> bool:
         """Whether a message the group's last receive took is still out of sight."""
