@@ -55,6 +55,20 @@ async def send_batch(client: Client, url: str, n: int) -> int:
     return len(result.get("Successful", []))
 
 
+async def delete_batch(client: Client, url: str, messages: list[dict[str, Any]]) -> int:
+    """DeleteMessageBatch of received `messages`; returns how many the server deleted."""
+    result = await client.call(
+        "DeleteMessageBatch",
+        {
+            "QueueUrl": url,
+            "Entries": [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+            ],
+        },
+    )
+    return len(result.get("Successful", []))
+
+
 def latency_summary(client: Client) -> dict[str, dict[str, float | int | None]]:
     out: dict[str, dict[str, float | int | None]] = {}
     for action, values in sorted(client.stats.latencies_ms.items()):
@@ -109,17 +123,7 @@ async def producer_consumer(client: Client, params: PairParams) -> dict[str, Any
                 if not messages:
                     continue
                 if params.batch:
-                    deleted = await client.call(
-                        "DeleteMessageBatch",
-                        {
-                            "QueueUrl": url,
-                            "Entries": [
-                                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                                for i, m in enumerate(messages)
-                            ],
-                        },
-                    )
-                    n = len(deleted.get("Successful", []))
+                    n = await delete_batch(client, url, messages)
                 else:
                     await client.call(
                         "DeleteMessage",
@@ -253,20 +257,11 @@ async def backlog_drain(
                         return
                     continue
                 empty_streak = 0
-                deleted = await client.call(
-                    "DeleteMessageBatch",
-                    {
-                        "QueueUrl": url,
-                        "Entries": [
-                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                            for i, m in enumerate(messages)
-                        ],
-                    },
-                )
+                deleted = await delete_batch(client, url, messages)
             except _RETRYABLE:
                 await asyncio.sleep(0.05)
                 continue
-            drained += len(deleted.get("Successful", []))
+            drained += deleted
 
     await asyncio.gather(*(drain() for _ in range(concurrency)))
     drain_s = time.monotonic() - drain_began
@@ -583,21 +578,12 @@ async def fifo_pairs(client: Client, params: FifoParams) -> dict[str, Any]:
                     if seq <= last_seen.get(group, -1):
                         out_of_order += 1
                     last_seen[group] = max(seq, last_seen.get(group, -1))
-                deleted = await client.call(
-                    "DeleteMessageBatch",
-                    {
-                        "QueueUrl": url,
-                        "Entries": [
-                            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                            for i, m in enumerate(messages)
-                        ],
-                    },
-                )
+                deleted = await delete_batch(client, url, messages)
             except _RETRYABLE:
                 await asyncio.sleep(0.01)
                 continue
             if time.monotonic() <= stop_at:
-                done += len(deleted.get("Successful", []))
+                done += deleted
 
     await asyncio.gather(
         *(produce(p) for p in range(params.producers)),
