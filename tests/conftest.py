@@ -14,12 +14,21 @@ from lease_store.kv import KeyValueStore
 from lease_store.store import LeaseStore
 from tests.builders import T0, open_kv
 from tests.harness import GatewayProcess, NewQueue, json_client, kafka_for_tests, query_client
+from topology import broker
 
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with kafka_for_tests(tmp_path_factory.mktemp("broker")) as bootstrap:
         yield bootstrap
+
+
+@pytest.fixture
+def kafka_dir(tmp_path: Path) -> Iterator[Path]:
+    """A data directory for a test's own jar broker, stopped afterwards whatever the test did."""
+    path = tmp_path / "kafka"
+    yield path
+    broker.stop(path, timeout=10)  # never leave a JVM behind
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ import random
 import statistics
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,13 +163,6 @@ def test_gateway_sigkill_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
         if workload is not None:
             workload.stop()
         gateway.stop()
-
-
-@pytest.fixture
-def kafka_dir(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "kafka"
-    yield path
-    broker.stop(path, timeout=10)
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -70,13 +69,6 @@ def test_fifo_gateway_sigkill_cycles(kafka_bootstrap: str, tmp_path: Path) -> No
         if workload is not None:
             workload.stop()
         gateway.stop()
-
-
-@pytest.fixture
-def kafka_dir(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "kafka"
-    yield path
-    broker.stop(path, timeout=10)
 
 
 @pytest.mark.slow

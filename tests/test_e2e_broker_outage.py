@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,13 +69,6 @@ def _concurrently(calls: dict[str, Callable[[], Any]]) -> dict[str, _Outcome]:
     for thread in threads:
         thread.join(timeout=90)
     return outcomes
-
-
-@pytest.fixture
-def kafka_dir(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "kafka"
-    yield path
-    broker.stop(path, timeout=10)  # never leave a JVM behind, whatever the test did
 
 
 @pytest.mark.slow
