@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from confluent_kafka import KafkaException
@@ -29,6 +30,7 @@ from gateway.errors import (
     PurgeQueueInProgress,
     QueueDoesNotExist,
     ReceiptHandleIsInvalid,
+    SqsError,
 )
 from gateway.events import EventSink
 from gateway.fifo import FifoService
@@ -45,6 +47,7 @@ from gateway.queues import (
 )
 from gateway.waiters import QueueSignals
 from lease_store.clock import Clock
+from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
 from lease_store.records import StoredMessage
 from lease_store.store import Counts, Delivery, LeaseStore, PartitionKey
@@ -391,28 +394,54 @@ class MessageService:
         return self._changelog.capture()
 
     async def delete(self, record: QueueRecord, receipt_handle: str) -> None:
-        """Delete the message; deleting an already deleted message succeeds, as in SQS.
+        """Delete the message; deleting an already deleted message succeeds, as in SQS."""
+        (error,) = await self.delete_many(record, (receipt_handle,))
+        if error is not None:
+            raise error
 
-        Answers once the removal is on disk (the lease store's WAL, synced once for all the
-        writes of this event-loop turn); the changelog record follows without waiting.
+    async def delete_many(
+        self, record: QueueRecord, receipt_handles: Sequence[str]
+    ) -> list[Exception | None]:
+        """Delete the messages these handles name: for each, None or what failed it (an
+        invalid or, on FIFO, expired handle fails only its own entry).
+
+        One lease-store write per partition for all of them; answers once the removals are
+        on disk (the lease store's WAL, synced once for all the writes of this event-loop
+        turn). The changelog records follow without waiting.
         """
-        pk, handle = self._locate(record, receipt_handle)
-        if is_fifo(record):
-            self.fifo.check_expired(pk, handle, receipt_handle)  # an expired handle is refused
-        message = self._leases.message(pk, handle.offset)
-        removed = self._leases.remove(pk, handle.offset, self._clock.now_ms(), sync=False)
-        if not removed and self._changelog is not None:
-            # Gone here already; an earlier try may have failed to reach the changelog.
-            self._changelog.tombstone(pk, handle.offset)
+        outcomes: list[Exception | None] = [None] * len(receipt_handles)
+        offsets: dict[PartitionKey, list[int]] = {}
+        fifo = is_fifo(record)
+        for i, receipt_handle in enumerate(receipt_handles):
+            try:
+                pk, handle = self._locate(record, receipt_handle)
+                if fifo:
+                    self.fifo.check_expired(pk, handle, receipt_handle)
+            except (SqsError, LeaseError) as error:
+                outcomes[i] = error
+                continue
+            offsets.setdefault(pk, []).append(handle.offset)
+        if not offsets:
+            return outcomes
+        now_ms = self._clock.now_ms()
+        deleted: list[str] = []
+        for pk, wanted in offsets.items():
+            removed = self._leases.remove_many(pk, wanted, now_ms)
+            deleted.extend(message_id for message_id in removed.values() if message_id)
+            if self._changelog is not None:
+                for offset in set(wanted) - removed.keys():
+                    # Gone here already; an earlier try may have failed to reach the changelog.
+                    self._changelog.tombstone(pk, offset)
         try:
             await self.group_sync.durable()
         finally:
-            # Removed here even if the sync failed (and a retry will find it gone): the
-            # message is no longer in the queue, so it counts as deleted once, now.
-            if removed and message is not None:
-                self._events.deleted(record, message.message_id)
-        if removed and is_fifo(record):
-            self._signals.notify(record.key)  # its group may be free now: wake long polls
+            # Removed here even if the sync failed (and a retry will find them gone): the
+            # messages are no longer in the queue, so each counts as deleted once, now.
+            for message_id in deleted:
+                self._events.deleted(record, message_id)
+        if deleted and fifo:
+            self._signals.notify(record.key)  # their groups may be free now: wake long polls
+        return outcomes
 
     async def change_visibility(
         self, record: QueueRecord, receipt_handle: str, visibility_s: int

@@ -191,7 +191,7 @@ def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
     )
     out.family(
         "kqs_lease_store_sync_waiters_total",
-        "Deletes and visibility changes that waited for a lease-store fsync.",
+        "Requests (deletes, visibility changes, their batches) that waited for a lease-store fsync.",
         [({}, snapshot.lease_sync_waiters)],
     )
     return out.text()

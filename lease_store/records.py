@@ -14,6 +14,8 @@ import struct
 from dataclasses import dataclass, field, replace
 
 _FACT = struct.Struct(">qqiqq")
+# How an encoded StoredMessage's metadata begins, after its 4-byte length (see `encode`).
+_ID_PREFIX = b'{"id":"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,17 @@ class StoredMessage:
             meta["dscope"] = self.deduplication_scope
         meta_raw = json.dumps(meta, separators=(",", ":")).encode()
         return struct.pack(">I", len(meta_raw)) + meta_raw + self.body
+
+    @staticmethod
+    def id_of(raw: bytes) -> str:
+        """The MessageId of an encoded message, without decoding the rest (a delete's event
+        needs only this): `encode` writes it first."""
+        start = 4 + len(_ID_PREFIX)
+        if raw.startswith(_ID_PREFIX, 4):
+            end = raw.find(b'"', start)
+            if end > 0 and raw.find(b"\\", start, end) < 0:  # no JSON escapes to undo
+                return raw[start:end].decode()
+        return StoredMessage.decode(raw).message_id
 
     @classmethod
     def decode(cls, raw: bytes) -> StoredMessage:

@@ -50,7 +50,7 @@ Every call takes `now_ms` from the caller's injected clock; this module never re
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from lease_store import fifo, state
@@ -422,6 +422,28 @@ class LeaseStore:
         self._drop(pk, st, offset, fact, batch)
         self._commit(pk, st, batch, sync=sync)
         return True
+
+    def remove_many(self, pk: PartitionKey, offsets: Sequence[int], now_ms: int) -> dict[int, str]:
+        """Delete several messages of one partition in one unsynced write (DeleteMessageBatch).
+
+        Returns the MessageId of each message removed, by offset; offsets already gone (or
+        named twice) are left out. The caller must call `sync()` before acknowledging.
+        """
+        st = self._state(pk)
+        self._sweep_now(pk, st, now_ms)  # as in `remove`
+        batch = WriteBatch()
+        removed: dict[int, str] = {}
+        for offset in offsets:
+            if offset in removed:
+                continue
+            fact = self.fact(pk, offset)
+            if fact is None:
+                continue
+            raw = self._kv.get(_message_key(pk, offset))
+            removed[offset] = StoredMessage.id_of(raw) if raw is not None else ""
+            self._drop(pk, st, offset, fact, batch)
+        self._commit(pk, st, batch)
+        return removed
 
     def hold(
         self,

@@ -595,6 +595,35 @@ def test_remove_returns_true_then_false_when_deleting_twice(
 
 
 @on_every_backend
+def test_remove_many_removes_each_named_message_once_and_names_their_ids(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given four messages, three of them received and one of those already deleted
+    store.ingest(PK, records([0, 1, 2, 3]))
+    receive(store, clock, max_messages=3)
+    assert store.remove(PK, 2, clock.now_ms())
+
+    # When a batch names two of them (one twice), the deleted one and one never ingested
+    removed = store.remove_many(PK, [1, 0, 1, 2, 9], clock.now_ms())
+
+    # Then only the live ones are removed, each reported once with its MessageId
+    assert removed == {1: "msg-1", 0: "msg-0"}
+    for offset in (0, 1, 2):
+        assert store.fact(PK, offset) is None
+        assert store.message(PK, offset) is None
+    assert counts(store, clock) == Counts(visible=1)
+    assert offsets_of(receive(store, clock)) == [3]
+
+
+@on_every_backend
+def test_remove_many_of_nothing_live_writes_nothing(store: LeaseStore, clock: ManualClock) -> None:
+    store.ingest(PK, records([0]))
+
+    assert store.remove_many(PK, [5, 6], clock.now_ms()) == {}
+    assert counts(store, clock) == Counts(visible=1)
+
+
+@on_every_backend
 def test_a_removed_message_is_never_received_again(store: LeaseStore, clock: ManualClock) -> None:
     # Given
     store.ingest(PK, records([0, 1]))
