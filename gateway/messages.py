@@ -218,6 +218,47 @@ class MessageService:
     async def send(self, record: QueueRecord, message: StoredMessage) -> Delivered:
         """Append the message; returns where it landed, once Kafka acknowledged it and it is
         receivable."""
+        delivery, applied = self._start_send(record, message)
+        delivered = await delivery
+        await self._applied(applied, delivered)
+        return delivered
+
+    async def send_many(
+        self, record: QueueRecord, messages: Sequence[StoredMessage]
+    ) -> list[Delivered | Exception]:
+        """Append several messages (SendMessageBatch): each, once acknowledged and receivable,
+        is where it landed, or what failed it. All go to the producer at once, so they share
+        produce requests and their reports arrive together (one lease-store write)."""
+        started: list[tuple[asyncio.Future[Delivered], asyncio.Future[None]] | Exception] = []
+        for message in messages:
+            try:
+                started.append(self._start_send(record, message))
+            except Exception as refused:  # noqa: BLE001 - fails this entry only
+                started.append(refused)
+        deliveries = [s[0] for s in started if not isinstance(s, Exception)]
+        if deliveries:
+            await asyncio.wait(deliveries)
+        outcomes: list[Delivered | Exception] = []
+        for entry in started:
+            if isinstance(entry, Exception):
+                outcomes.append(entry)
+                continue
+            delivery, applied = entry
+            if (failed := delivery.exception()) is not None:
+                if not isinstance(failed, Exception):
+                    raise failed
+                outcomes.append(failed)
+                continue
+            delivered = delivery.result()
+            await self._applied(applied, delivered)
+            outcomes.append(delivered)
+        return outcomes
+
+    def _start_send(
+        self, record: QueueRecord, message: StoredMessage
+    ) -> tuple[asyncio.Future[Delivered], asyncio.Future[None]]:
+        """Hand the message's record to the producer: the futures of its delivery report and
+        of its being applied to the lease store."""
         group = message.message_group_id if is_fifo(record) else None  # FIFO: key = group
         if group is None and message.message_group_id is not None:
             self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)
@@ -226,7 +267,7 @@ class MessageService:
         def on_delivered(delivered: Delivered) -> None:
             self._delivered(message, delivered, applied)
 
-        delivered = await self._producer.send(
+        delivery = self._producer.start(
             record.topic,
             message.body,
             key=(group or message.message_id).encode(),
@@ -235,13 +276,15 @@ class MessageService:
             partition=None if group is None else group_partition(group, record.partitions),
             on_delivered=on_delivered,
         )
+        return delivery, applied
+
+    async def _applied(self, applied: asyncio.Future[None], delivered: Delivered) -> None:
         if not applied.done():
             # Not applied in its own turn (a gap before it on the partition: another
             # producer's records, which ingest brings).
             await self._until_applied(
                 applied, delivered.topic, delivered.partition, delivered.offset
             )
-        return delivered
 
     # -- receive ---------------------------------------------------------------------------
 

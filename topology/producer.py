@@ -83,6 +83,8 @@ class AsyncProducer:
         self._reports: deque[_Report] = deque()
         # Called on the event loop after each handed-over batch of reports is settled.
         self._batch_listeners: list[Callable[[], None]] = []
+        # Records waiting for room in a full local queue (see `start`).
+        self._waiting_for_room: set[asyncio.Task[None]] = set()
         # Delivery reports fire from poll(); a dedicated thread keeps them flowing without
         # blocking the event loop.
         self._poller = threading.Thread(target=self._poll_forever, name="kqs-producer", daemon=True)
@@ -168,6 +170,23 @@ class AsyncProducer:
         `on_delivered` runs on the event loop when the acknowledgement arrives, in the same
         turn as the batch listeners, before this coroutine resumes.
         """
+        return await self.start(topic, value, key, headers, timestamp_ms, partition, on_delivered)
+
+    def start(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        timestamp_ms: int = 0,
+        partition: int | None = None,
+        on_delivered: OnDelivered | None = None,
+    ) -> asyncio.Future[Delivered]:
+        """`send` without the coroutine: the record goes to librdkafka now and the returned
+        future is its delivery report. The records of a SendMessageBatch are started in one
+        go, so they share produce requests and need no task each. If librdkafka's queue is
+        full the record waits for room without blocking the loop; errors librdkafka raises
+        at once (an unknown partition) are raised here."""
         future, on_delivery = self._future(on_delivered)
         kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": on_delivery}
         if headers:
@@ -176,14 +195,30 @@ class AsyncProducer:
             kwargs["timestamp"] = timestamp_ms
         if partition is not None:
             kwargs["partition"] = partition
-        while True:
-            try:
-                self._producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                # The local queue is full: wait for deliveries to drain it.
-                await asyncio.sleep(0.01)
-        return await future
+        try:
+            self._producer.produce(topic, **kwargs)
+        except BufferError:
+            task = asyncio.get_running_loop().create_task(
+                self._produce_when_room(topic, kwargs, future)
+            )
+            self._waiting_for_room.add(task)  # the loop keeps only weak references
+            task.add_done_callback(self._waiting_for_room.discard)
+        return future
+
+    async def _produce_when_room(
+        self, topic: str, kwargs: dict[str, Any], future: asyncio.Future[Delivered]
+    ) -> None:
+        try:
+            while not future.done():  # done: its sender gave up (cancelled)
+                await asyncio.sleep(0.01)  # deliveries drain the local queue meanwhile
+                try:
+                    self._producer.produce(topic, **kwargs)
+                    return
+                except BufferError:
+                    continue
+        except Exception as error:  # noqa: BLE001 - the sender's to handle
+            if not future.done():
+                future.set_exception(error)
 
     def send_soon(
         self, topic: str, value: bytes | None, key: bytes | None = None

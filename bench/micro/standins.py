@@ -69,6 +69,7 @@ class InstantProducer(AsyncProducer):
         self.statistics = StatisticsHolder()
         self._log = log
         self._batch_listeners = []
+        self._instant: list[tuple[asyncio.Future[Delivered], OnDelivered | None, Delivered]] = []
 
     def _produce(
         self,
@@ -86,7 +87,7 @@ class InstantProducer(AsyncProducer):
             ingest.produced(delivered, key, value, headers)
         return delivered
 
-    async def send(
+    def start(
         self,
         topic: str,
         value: bytes | None,
@@ -95,12 +96,25 @@ class InstantProducer(AsyncProducer):
         timestamp_ms: int = 0,
         partition: int | None = None,
         on_delivered: OnDelivered | None = None,
-    ) -> Delivered:
+    ) -> asyncio.Future[Delivered]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Delivered] = loop.create_future()
         delivered = self._produce(topic, value, key, headers, timestamp_ms, partition)
-        if on_delivered is not None:
-            on_delivered(delivered)
-        self._batch_done()  # each record is its own batch of reports
-        return delivered
+        if not self._instant:
+            # As librdkafka's poll thread does: the reports of the records produced in one
+            # turn reach the loop together, in a later turn.
+            loop.call_soon(self._report_all)
+        self._instant.append((future, on_delivered, delivered))
+        return future
+
+    def _report_all(self) -> None:
+        reports, self._instant = self._instant, []
+        for future, on_delivered, delivered in reports:
+            if on_delivered is not None:
+                on_delivered(delivered)
+            if not future.done():
+                future.set_result(delivered)
+        self._batch_done()
 
     def send_soon(
         self, topic: str, value: bytes | None, key: bytes | None = None

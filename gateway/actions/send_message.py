@@ -114,6 +114,13 @@ async def handle(req: SendMessageRequest, ctx: RequestContext) -> Result:
         result = sent_result(replace(message, message_id=sent.message_id), req)
         return {**result, "SequenceNumber": sent.sequence_number}
     await ctx.runtime.messages.send(record, message)
+    return answer_sent(req, message, record, ctx)
+
+
+def answer_sent(
+    req: SendMessageRequest, message: StoredMessage, record: QueueRecord, ctx: RequestContext
+) -> Result:
+    """A standard queue's message is in Kafka and receivable: its event and its answer."""
     ctx.runtime.events.sent(record, message, message_size(req.message_body, req.message_attributes))
     return sent_result(message, req)
 

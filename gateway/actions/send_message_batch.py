@@ -1,16 +1,25 @@
-"""SendMessageBatch: up to ten SendMessage entries, sent concurrently, each answered once acked."""
+"""SendMessageBatch: up to ten SendMessage entries, each answered once acked.
+
+On a standard queue the entries are produced together (`MessageService.send_many`): one
+produce request, one lease-store write when their reports arrive, no task per entry. A FIFO
+queue's entries go one by one through the FIFO send (deduplication, group order).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from gateway import limits
 from gateway.action import Action, Result
 from gateway.actions import send_message
 from gateway.actions.send_message import SendMessageRequest
-from gateway.batch import BatchEntry, BatchRequest, decode_batch, run_batch
+from gateway.batch import BatchEntry, BatchRequest, decode_batch, run_batch, run_batch_together
 from gateway.context import RequestContext
 from gateway.errors import BatchRequestTooLong
 from gateway.message_attributes import message_size
 from gateway.params import Params
+from gateway.queues import is_fifo
+from lease_store.records import StoredMessage
 
 
 def _entry_bytes(entry: BatchEntry[SendMessageRequest], raw: Params) -> int:
@@ -35,7 +44,31 @@ def decode(p: Params) -> BatchRequest[SendMessageRequest]:
 
 
 async def handle(req: BatchRequest[SendMessageRequest], ctx: RequestContext) -> Result:
-    return await run_batch(req, ctx, send_message.handle)
+    if is_fifo(ctx.queue(req.queue_url)):
+        return await run_batch(req, ctx, send_message.handle)
+    return await run_batch_together(req, ctx, _send_all)
+
+
+async def _send_all(
+    entries: list[SendMessageRequest], ctx: RequestContext
+) -> Sequence[Result | Exception]:
+    record = ctx.queue(entries[0].queue_url)  # the batch's queue, for every entry
+    answers: list[Result | Exception] = []
+    built: list[tuple[int, StoredMessage]] = []
+    for req in entries:
+        try:
+            built.append((len(answers), send_message.build_message(req, record, ctx)))
+            answers.append({})  # replaced below
+        except Exception as error:  # noqa: BLE001 - fails this entry only (or, a bug, the batch)
+            answers.append(error)
+    outcomes = await ctx.runtime.messages.send_many(record, [message for _, message in built])
+    for (at, message), outcome in zip(built, outcomes, strict=True):
+        answers[at] = (
+            outcome
+            if isinstance(outcome, Exception)
+            else send_message.answer_sent(entries[at], message, record, ctx)
+        )
+    return answers
 
 
 ACTION = Action("SendMessageBatch", decode, handle)
