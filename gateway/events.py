@@ -96,32 +96,24 @@ class KafkaEventSink(EventSink):
         self.errors = 0  # events that could not even be built (a bug): logged, never raised
         # queue topic -> (record, time of the first empty receive counted, how many)
         self._empty_receives: dict[str, tuple[QueueRecord, int, int]] = {}
+        # catalog key -> (record key, JSON members naming the queue), see `_queue`
+        self._queues: dict[str, tuple[bytes, str]] = {}
 
     @_never_raises
     def sent(self, record: QueueRecord, message: StoredMessage, size: int) -> None:
-        ts = self._clock.now_ms()
-        self._publish(
-            record,
-            event_format.sent(
-                ts, record.account_id, record.name, message.message_id, size, region=record.region
-            ),
-        )
+        key, queue = self._queue(record)
+        value = event_format.encode_sent(self._clock.now_ms(), queue, message.message_id, size)
+        self._publisher.publish(key, value)
 
     @_never_raises
     def received(self, record: QueueRecord, deliveries: Sequence[Delivery]) -> None:
         ts = self._clock.now_ms()
+        key, queue = self._queue(record)
         for d in deliveries:
-            self._publish(
-                record,
-                event_format.received(
-                    ts,
-                    record.account_id,
-                    record.name,
-                    d.message.message_id,
-                    d.fact.receive_count,
-                    region=record.region,
-                ),
+            value = event_format.encode_received(
+                ts, queue, d.message.message_id, d.fact.receive_count
             )
+            self._publisher.publish(key, value)
 
     @_never_raises
     def empty_receive(self, record: QueueRecord) -> None:
@@ -157,12 +149,9 @@ class KafkaEventSink(EventSink):
 
     @_never_raises
     def deleted(self, record: QueueRecord, message_id: str) -> None:
-        ts = self._clock.now_ms()
-        self._publish(
-            record,
-            event_format.deleted(
-                ts, record.account_id, record.name, message_id, region=record.region
-            ),
+        key, queue = self._queue(record)
+        self._publisher.publish(
+            key, event_format.encode_deleted(self._clock.now_ms(), queue, message_id)
         )
 
     @_never_raises
@@ -221,4 +210,12 @@ class KafkaEventSink(EventSink):
         )
 
     def _publish(self, record: QueueRecord, event: Event) -> None:
-        self._publisher.publish(record.key.encode(), event_format.encode(event))
+        self._publisher.publish(self._queue(record)[0], event_format.encode(event))
+
+    def _queue(self, record: QueueRecord) -> tuple[bytes, str]:
+        """The queue's record key and JSON members, encoded once per queue."""
+        known = self._queues.get(record.key)
+        if known is None:
+            members = event_format.queue_members(record.account_id, record.name, record.region)
+            known = self._queues[record.key] = (record.key.encode(), members)
+        return known
