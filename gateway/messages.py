@@ -489,20 +489,41 @@ class MessageService:
     async def change_visibility(
         self, record: QueueRecord, receipt_handle: str, visibility_s: int
     ) -> None:
-        pk, handle = self._locate(record, receipt_handle)
-        if is_fifo(record):
-            self.fifo.check_expired(pk, handle, receipt_handle)
-        self._leases.change_visibility(
-            pk,
-            handle.offset,
-            handle.epoch,
-            self._clock.now_ms(),
-            visibility_s * 1000,
-            sync=False,
-        )
-        await self.group_sync.durable()
-        # The earliest moment something becomes visible may have moved: let waiters re-plan.
-        self._signals.notify(record.key)
+        (error,) = await self.change_visibility_many(record, ((receipt_handle, visibility_s),))
+        if error is not None:
+            raise error
+
+    async def change_visibility_many(
+        self, record: QueueRecord, changes: Sequence[tuple[str, int]]
+    ) -> list[Exception | None]:
+        """Restart the leases these (receipt handle, seconds) name: for each, None or what
+        failed it (MessageNotAvailable, an invalid or, on FIFO, expired handle).
+
+        Answers once the changes are on disk: one WAL sync for all of them (and for every
+        other write of this event-loop turn).
+        """
+        outcomes: list[Exception | None] = [None] * len(changes)
+        fifo = is_fifo(record)
+        now_ms = self._clock.now_ms()
+        changed = False
+        for i, (receipt_handle, visibility_s) in enumerate(changes):
+            try:
+                pk, handle = self._locate(record, receipt_handle)
+                if fifo:
+                    self.fifo.check_expired(pk, handle, receipt_handle)
+                self._leases.change_visibility(
+                    pk, handle.offset, handle.epoch, now_ms, visibility_s * 1000, sync=False
+                )
+            except (SqsError, LeaseError) as error:
+                outcomes[i] = error
+                continue
+            changed = True
+        if changed:
+            await self.group_sync.durable()
+            # The earliest moment something becomes visible may have moved: let waiters
+            # re-plan.
+            self._signals.notify(record.key)
+        return outcomes
 
     def _sync(self) -> None:
         """The group sync: the WAL first (the durable record), then the changelog records of

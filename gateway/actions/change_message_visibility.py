@@ -41,11 +41,16 @@ async def handle(req: ChangeMessageVisibilityRequest, ctx: RequestContext) -> Re
             record, req.receipt_handle, req.visibility_timeout
         )
     except MessageNotAvailable:
-        raise InvalidParameterValue(
-            f"Value {req.receipt_handle} for parameter ReceiptHandle is invalid. Reason: "
-            "Message does not exist or is not available for visibility timeout change."
-        ) from None
+        raise not_available(req.receipt_handle) from None
     return {}
+
+
+def not_available(receipt_handle: str) -> InvalidParameterValue:
+    """A handle whose message is gone or not in flight: SQS's answer (not the domain error)."""
+    return InvalidParameterValue(
+        f"Value {receipt_handle} for parameter ReceiptHandle is invalid. Reason: "
+        "Message does not exist or is not available for visibility timeout change."
+    )
 
 
 ACTION = Action("ChangeMessageVisibility", decode, handle)
