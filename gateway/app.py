@@ -63,6 +63,7 @@ from topology.events import EventPublisher, ensure_events_topic
 from topology.ingest import BatchHandler, IngestConsumer
 from topology.names import CATALOG_TOPIC, REGION_PATTERN
 from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
+from topology.topic_tail import TopicTail
 
 log = logging.getLogger("kqs.gateway")
 
@@ -99,6 +100,7 @@ class _Parts:
     sink: KafkaEventSink
     changelog: LeaseChangelog
     follower: FollowerProducer
+    catalog_tail: TopicTail
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -130,6 +132,7 @@ class _Parts:
             changelog_failures=self.changelog.failures,
             lease_syncs=messages.group_sync.syncs,
             lease_sync_waiters=messages.group_sync.waiters,
+            long_polls_parked=self.signals.parked,
         )
 
 
@@ -214,7 +217,8 @@ async def _start(
     admin = kafka.admin(bootstrap, settings.topic_fsync)
     catalog = kafka.catalog(admin, producer)
     await catalog.ensure_topic()
-    records = await loop.run_in_executor(None, catalog.load, settings.region)
+    catalog_state = await loop.run_in_executor(None, catalog.snapshot, settings.region)
+    records = catalog_state.records
     await admin.ensure_durable(
         [CATALOG_TOPIC] + [r.topic for r in records.values() if r.deleted_ms is None]
     )
@@ -257,7 +261,10 @@ async def _start(
     ingest = kafka.ingest(loop, messages.on_ingested, messages.applied_hint)
     ingest_ref.append(ingest)
     ingest.start()
-    registry.load(records.values())
+    registry.load(records.values(), catalog_state.offsets)
+    # From where the snapshot ended: other gateways' changes, and this one's coming back.
+    catalog_tail = catalog.follower(catalog_state.end_offset, settings.region, registry.follow)
+    catalog_tail.start(loop)
     move_tasks = MoveTasks(clock, registry, messages, leases)
     app[RUNTIME] = Runtime(settings, clock, registry, messages, move_tasks, sink)
     app[SIGNALS] = signals
@@ -284,6 +291,7 @@ async def _start(
         sink,
         changelog,
         follower,
+        catalog_tail,
     )
     app[PARTS] = parts
     return parts
@@ -316,6 +324,7 @@ def build_app(
         )
         await parts.move_tasks.close()  # before the producer and lease store close
         parts.sink.flush()  # the empty receives counted since the last second
+        parts.catalog_tail.stop()
         parts.ingest.stop()
         parts.producer.close()
         parts.follower.close()

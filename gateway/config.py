@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from topology.admin import USE_CLUSTER_DEFAULT
 from topology.ingest import DEFAULT_FETCH_WAIT_MS
 
 
@@ -26,7 +27,11 @@ class Settings:
     )
     # JVM -Xmx of the embedded broker: its heap grows with the number of partitions.
     broker_heap: str = field(default_factory=lambda: os.environ.get("KQS_BROKER_HEAP", ""))
-    replication_factor: int = field(default_factory=lambda: _env_int("KQS_REPLICATION_FACTOR", 1))
+    # Replicas of each topic KQS creates; -1: the cluster's `default.replication.factor`
+    # (1 on the embedded broker, 3 on the test cluster and in compose/).
+    replication_factor: int = field(
+        default_factory=lambda: _env_int("KQS_REPLICATION_FACTOR", USE_CLUSTER_DEFAULT)
+    )
     partitions: int = field(default_factory=lambda: _env_int("KQS_PARTITIONS", 1))
     # fsync each append to the topics holding a durable record (queue topics, the catalog)
     # before it is acknowledged. On a replicated cluster, replicas may be protection enough.

@@ -106,6 +106,7 @@ class Snapshot:
     changelog_failures: int = 0
     lease_syncs: int = 0
     lease_sync_waiters: int = 0
+    long_polls_parked: int = 0
 
 
 def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
@@ -193,6 +194,12 @@ def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
         "kqs_lease_store_sync_waiters_total",
         "Requests (deletes, visibility changes, their batches) that waited for a lease-store fsync.",
         [({}, snapshot.lease_sync_waiters)],
+    )
+    out.family(
+        "kqs_long_polls_parked",
+        "ReceiveMessage calls waiting for a message now (long polls).",
+        [({}, snapshot.long_polls_parked)],
+        kind="gauge",
     )
     return out.text()
 

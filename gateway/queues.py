@@ -7,16 +7,25 @@ scope's, or the default region's), or reads it from an ARN.
 Creating a queue creates its topic first and its catalog record second, so a catalog record
 always names a topic that exists. Deleting writes the catalog record (marked deleted, kept so
 a re-create within 60 s is refused) before the topic goes.
+
+Every gateway follows the catalog (`apply`), so a queue created, changed or deleted through
+another gateway is seen here too, and handled as a local change is: a new queue's topic is
+ingested (`on_created`), a deleted queue's lease state dropped and its long polls woken
+(`on_deleted`). Records are ordered by their catalog offset, not by their timestamps: a record
+at or below the offset of the one held for its key is this gateway's own write coming back
+(applied already when `put` returned) or one superseded since, and changes nothing. So local
+and remote changes take the same path, in the order every gateway sees them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import uuid
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from urllib.parse import urlsplit
 
@@ -115,14 +124,23 @@ class QueueRegistry:
         self._by_id: dict[QueueId, QueueRecord] = {}  # (region, account, name)
         self._by_key: dict[str, QueueRecord] = {}  # catalog key
         self._by_topic: dict[str, QueueRecord] = {}
+        # Catalog offset of the record held for each catalog key (see the module header).
+        self._offsets: dict[str, int] = {}
+        self._rewriting: set[str] = set()  # keys whose deletion is being written again
+        self._background: set[asyncio.Task[None]] = set()
 
-    def load(self, records: Iterable[QueueRecord]) -> None:
-        """The catalog's records. Two records may name one queue (a region-less record of a
-        deleted queue and the regional one of its successor, after the default region
-        changed): the live one wins, else the one deleted last."""
+    def load(
+        self, records: Iterable[QueueRecord], offsets: Mapping[str, int] | None = None
+    ) -> None:
+        """The catalog's records, and the offset each was read at (by catalog key).
+
+        Two records may name one queue (a region-less record of a deleted queue and the
+        regional one of its successor, after the default region changed): the live one wins,
+        else the one deleted last."""
         chosen: dict[QueueId, QueueRecord] = {}
         for record in records:
             self._by_key[record.key] = record
+            self._offsets[record.key] = (offsets or {}).get(record.key, -1)
             other = chosen.get(record.queue_id)
             if other is None or _supersedes(record, other):
                 chosen[record.queue_id] = record
@@ -130,6 +148,83 @@ class QueueRegistry:
             self._remember(record)
             if not record.deleted:
                 self._on_created(record)
+
+    def apply(self, record: QueueRecord, offset: int) -> bool:
+        """Make the catalog record read or written at `offset` current, if it is newer than
+        the one held for its key; returns whether it was.
+
+        A queue that appears (or comes back as a new incarnation) is handed to `on_created`,
+        one that goes (deleted, or replaced by a new incarnation) to `on_deleted`, exactly as
+        when this gateway made the change itself.
+        """
+        previous = self._by_id.get(record.queue_id)
+        held_offset = self._offsets.get(record.key, -1)
+        same_incarnation = previous is not None and previous.incarnation == record.incarnation
+        if same_incarnation and previous is not None and previous.deleted and not record.deleted:
+            # A change written by a gateway that had not seen the deletion yet: a deletion is
+            # final. But the log's latest record of the key is now this live one, which a
+            # restart would read: write the deletion again.
+            self._offsets[record.key] = max(offset, held_offset)
+            self._rewrite(previous)
+            return False
+        if same_incarnation and record.deleted and previous is not None and not previous.deleted:
+            if offset <= held_offset:
+                # The same race seen by the gateway that wrote the change: deleted it is, and
+                # the log must say so last.
+                self._rewrite(record)
+        elif offset <= held_offset:
+            return False
+        self._offsets[record.key] = max(offset, held_offset)
+        self._by_key[record.key] = record
+        if (
+            previous is not None
+            and previous.key != record.key
+            and not _supersedes(record, previous)
+        ):
+            return False  # the queue's current record is the one under its other key
+        live_before = previous is not None and not previous.deleted
+        same_queue = previous is not None and previous.incarnation == record.incarnation
+        self._remember(record)
+        if previous is not None and live_before and (record.deleted or not same_queue):
+            self._on_deleted(previous)
+        if not record.deleted and not (live_before and same_queue):
+            self._on_created(record)
+        return True
+
+    def _rewrite(self, deleted: QueueRecord) -> None:
+        """Write a queue's deletion to the catalog again, in the background (see `apply`)."""
+        if deleted.key in self._rewriting:
+            return
+        self._rewriting.add(deleted.key)
+
+        async def rewrite() -> None:
+            try:
+                self.apply(deleted, await self._catalog.put(deleted))
+                log.warning(
+                    "queue deletion rewritten after a concurrent change",
+                    extra={"queue": deleted.key, "incarnation": deleted.incarnation},
+                )
+            except Exception:
+                log.exception("queue deletion not rewritten", extra={"queue": deleted.key})
+            finally:
+                self._rewriting.discard(deleted.key)
+
+        self._background.add(task := asyncio.create_task(rewrite()))
+        task.add_done_callback(self._background.discard)
+
+    def follow(self, records: list[tuple[int, QueueRecord]]) -> None:
+        """Catalog records read back by the follower (`Catalog.follower`), in log order."""
+        for offset, record in records:
+            if self.apply(record, offset):
+                log.info(
+                    "catalog record applied",
+                    extra={
+                        "queue": record.key,
+                        "incarnation": record.incarnation,
+                        "deleted": record.deleted,
+                        "offset": offset,
+                    },
+                )
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -314,16 +409,13 @@ class QueueRegistry:
                 }
             ),
         )
-        await self._catalog.put(record)
-        self._remember(record)
-        self._on_created(record)
+        self.apply(record, await self._catalog.put(record))
         log.info("queue created", extra={"queue": record.key, "topic": record.topic})
         return record, True
 
     async def update(self, record: QueueRecord) -> QueueRecord:
         """Persist changed attributes or tags of a live queue."""
-        await self._catalog.put(record)
-        self._remember(record)
+        self.apply(record, await self._catalog.put(record))
         return record
 
     async def apply_topic_retention(self, record: QueueRecord) -> None:
@@ -342,9 +434,7 @@ class QueueRegistry:
 
     async def delete(self, record: QueueRecord, now_ms: int) -> None:
         deleted = record.changed(deleted_ms=now_ms)
-        await self._catalog.put(deleted)
-        self._remember(deleted)
-        self._on_deleted(record)
+        self.apply(deleted, await self._catalog.put(deleted))
         await self._admin.delete_topic(record.topic)
         log.info("queue deleted", extra={"queue": record.key, "topic": record.topic})
 

@@ -51,3 +51,8 @@ class QueueSignals:
 
     def waiting(self, queue_key: str) -> int:
         return len(self._waiting.get(queue_key, ()))
+
+    @property
+    def parked(self) -> int:
+        """Receives parked on any queue now."""
+        return sum(len(waiting) for waiting in self._waiting.values())

@@ -13,7 +13,14 @@ from lease_store.clock import ManualClock
 from lease_store.kv import KeyValueStore
 from lease_store.store import LeaseStore
 from tests.builders import T0, open_kv
-from tests.harness import GatewayProcess, NewQueue, json_client, kafka_for_tests, query_client
+from tests.harness import (
+    GatewayProcess,
+    KafkaCluster,
+    NewQueue,
+    json_client,
+    kafka_for_tests,
+    query_client,
+)
 from topology import broker
 
 
@@ -21,6 +28,18 @@ from topology import broker
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with kafka_for_tests(tmp_path_factory.mktemp("broker")) as bootstrap:
         yield bootstrap
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three jar brokers in one KRaft cluster (replication factor 3, min.insync.replicas 2),
+    for the test modules that ask for it; stopped with the module."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("cluster"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

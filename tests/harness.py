@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import zipfile
@@ -80,6 +81,74 @@ def kafka_for_tests(work_dir: Path) -> Iterator[str]:
         yield info.bootstrap
     finally:
         broker.stop(data_dir)
+
+
+class KafkaCluster:
+    """`size` jar brokers forming one KRaft cluster on 127.0.0.1 (combined broker and
+    controller nodes, every node a voter), with `replication_factor` replicas per topic and
+    `min.insync.replicas` = `min_insync_replicas`: what `compose/` runs, without Docker."""
+
+    def __init__(
+        self,
+        work_dir: Path,
+        size: int = 3,
+        replication_factor: int = 3,
+        min_insync_replicas: int = 2,
+        heap: str = "512m",
+    ) -> None:
+        self.ports = [free_port() for _ in range(size)]
+        self.controller_ports = [free_port() for _ in range(size)]
+        voters = ",".join(
+            f"{i + 1}@127.0.0.1:{port}" for i, port in enumerate(self.controller_ports)
+        )
+        cluster_id = broker.new_cluster_id()
+        self.nodes = [
+            broker.ClusterNode(i + 1, voters, cluster_id, replication_factor, min_insync_replicas)
+            for i in range(size)
+        ]
+        self.data_dirs = [work_dir / f"kafka-{i + 1}" for i in range(size)]
+        self.heap = heap
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
+
+    def start(self) -> None:
+        """Start every node at once: none is ready before a quorum of them runs."""
+        errors: list[BaseException] = []
+
+        def start_node(index: int) -> None:
+            try:
+                self.restart(index)
+            except BaseException as exc:  # noqa: BLE001 - reported below, for every node
+                errors.append(exc)
+
+        threads = [threading.Thread(target=start_node, args=(i,)) for i in range(len(self.nodes))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            self.stop()
+            raise errors[0]
+
+    def restart(self, index: int) -> None:
+        """Start node `index` (again), on its ports and data directory."""
+        broker.start(
+            self.data_dirs[index],
+            port=self.ports[index],
+            controller_port=self.controller_ports[index],
+            heap=self.heap,
+            cluster=self.nodes[index],
+        )
+
+    def kill(self, index: int) -> None:
+        """SIGKILL node `index`, as a crash would."""
+        broker.kill(self.data_dirs[index])
+
+    def stop(self) -> None:
+        for data_dir in self.data_dirs:
+            broker.stop(data_dir, timeout=10)
 
 
 class GatewayProcess:

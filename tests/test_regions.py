@@ -45,8 +45,9 @@ class FakeCatalog:
     def __init__(self) -> None:
         self.keys: list[str] = []
 
-    async def put(self, record: QueueRecord) -> None:
+    async def put(self, record: QueueRecord) -> int:
         self.keys.append(record.key)
+        return len(self.keys) - 1  # the offset it landed at
 
 
 def a_registry(

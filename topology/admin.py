@@ -37,11 +37,17 @@ _CREATE_CHUNK = 500
 FSYNC_EACH_APPEND = {"flush.messages": "1"}
 # incremental_alter_configs resources per request when existing topics are brought in line.
 _ALTER_CHUNK = 500
+# A replication factor of -1 asks the broker for its `default.replication.factor` (KIP-464),
+# so topics get the replicas the cluster is set up for without a KQS setting to keep in step.
+USE_CLUSTER_DEFAULT = -1
 
 
 class TopicAdmin:
     def __init__(
-        self, bootstrap: str, replication_factor: int = 1, fsync_durable_topics: bool = True
+        self,
+        bootstrap: str,
+        replication_factor: int = USE_CLUSTER_DEFAULT,
+        fsync_durable_topics: bool = True,
     ) -> None:
         # No `logger`: confluent-kafka serves its lines from poll(), which nothing calls on an
         # admin client, so they would pile up in memory; librdkafka writes them to stderr.

@@ -1,8 +1,11 @@
 """The queue catalog: one compacted record per queue in `__kqs_queues`.
 
 The topic is the source of truth for queues, their attributes and tags. A gateway reads it
-from the beginning at start-up; every change is written (acks=all) before it is answered,
-so a restarted gateway comes back with exactly the queues it acknowledged.
+from the beginning at start-up (`snapshot`), then follows it from where that read ended
+(`Catalog.follower`, a `topology/topic_tail.py` TopicTail), so it sees every other gateway's changes too; every change
+is written (acks=all) before it is answered, so a restarted gateway comes back with exactly
+the queues it acknowledged. The offset of a record orders it: of two records of one queue,
+the one at the higher offset is the current one, whoever wrote it (`put` returns it).
 
 A record names its queue's region. A record written before regions existed has none: it is
 read as a queue of the default region (`Catalog.load(default_region)`) with region-less
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -23,6 +27,7 @@ from topology.client_log import LIBRDKAFKA
 from topology.consuming import watermarks
 from topology.names import CATALOG_TOPIC, catalog_key, queue_topic
 from topology.producer import AsyncProducer, coordinates
+from topology.topic_tail import TailRecord, TopicTail
 
 log = logging.getLogger("kqs.catalog")
 
@@ -84,6 +89,20 @@ class QueueRecord:
         return cls(**fields)
 
 
+@dataclass(frozen=True)
+class CatalogSnapshot:
+    """The catalog as read up to `end_offset` (exclusive): each key's latest record and the
+    offset it was read at; following it resumes at `end_offset`."""
+
+    records: dict[str, QueueRecord]
+    offsets: dict[str, int]
+    end_offset: int
+
+
+# Catalog records with the offset each was read at, in log order.
+OnCatalogRecords = Callable[[list[tuple[int, QueueRecord]]], None]
+
+
 class Catalog:
     def __init__(self, bootstrap: str, admin: TopicAdmin, producer: AsyncProducer) -> None:
         self._bootstrap = bootstrap
@@ -102,6 +121,10 @@ class Catalog:
 
         Records without a region (written before regions existed) are `default_region`'s.
         """
+        return self.snapshot(default_region, timeout_s).records
+
+    def snapshot(self, default_region: str, timeout_s: float = 30.0) -> CatalogSnapshot:
+        """`load`, with the offset of each record and where the read ended (blocking)."""
         consumer = Consumer(
             {
                 "bootstrap.servers": self._bootstrap,
@@ -111,10 +134,11 @@ class Catalog:
             }
         )
         records: dict[str, QueueRecord] = {}
+        offsets: dict[str, int] = {}
         try:
             _, high = watermarks(consumer, TopicPartition(CATALOG_TOPIC, 0), timeout_s)
             if high <= 0:
-                return records
+                return CatalogSnapshot(records, offsets, max(high, 0))
             consumer.assign([TopicPartition(CATALOG_TOPIC, 0, OFFSET_BEGINNING)])
             position = -1
             while position < high - 1:
@@ -130,15 +154,40 @@ class Catalog:
                 value = msg.value()
                 if value is None:
                     records.pop(key, None)
+                    offsets.pop(key, None)
                 else:
                     records[key] = QueueRecord.decode(value, default_region)
+                    offsets[key] = position
         finally:
             consumer.close()
         log.info("catalog loaded", extra={"queues": sum(not r.deleted for r in records.values())})
-        return records
+        return CatalogSnapshot(records, offsets, high)
 
-    async def put(self, record: QueueRecord) -> None:
-        await self._producer.send(CATALOG_TOPIC, record.encode(), key=record.key.encode())
+    async def put(self, record: QueueRecord) -> int:
+        """Write the queue's record (acks=all); returns the offset it landed at."""
+        delivered = await self._producer.send(
+            CATALOG_TOPIC, record.encode(), key=record.key.encode()
+        )
+        return delivered.offset
+
+    def follower(
+        self, start_offset: int, default_region: str, on_records: OnCatalogRecords
+    ) -> TopicTail:
+        """Follows the catalog from `start_offset` (a snapshot's `end_offset`): every record
+        written since, by any gateway, this one's own included, goes to `on_records` on the
+        event loop (`TopicTail.start`), with its offset, in log order."""
+
+        def decoded(batch: list[TailRecord]) -> None:
+            records: list[tuple[int, QueueRecord]] = []
+            for offset, key, value in batch:
+                if value is None:
+                    # Nothing writes catalog tombstones (a deleted queue keeps its record).
+                    log.warning("catalog tombstone ignored", extra={"key": key.decode()})
+                    continue
+                records.append((offset, QueueRecord.decode(value, default_region)))
+            on_records(records)
+
+        return TopicTail(self._bootstrap, CATALOG_TOPIC, start_offset, decoded)
 
 
 def _text(value: str | bytes | None) -> str:

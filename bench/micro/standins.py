@@ -32,12 +32,13 @@ from lease_store.memory import MemoryKeyValueStore
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.store import CommitListener, LeaseStore
 from topology.admin import TopicAdmin
-from topology.catalog import Catalog, QueueRecord
+from topology.catalog import Catalog, CatalogSnapshot, OnCatalogRecords, QueueRecord
 from topology.events import EventPublisher
 from topology.ingest import BatchHandler, IngestConsumer
 from topology.producer import AsyncProducer, Delivered, FollowerProducer, OnDelivered
 from topology.producer_stats import StatisticsHolder
 from topology.record_format import from_record
+from topology.topic_tail import TopicTail
 
 STORES = ("rocksdb", "memory")
 
@@ -265,8 +266,20 @@ class EmptyCatalog(Catalog):
     async def ensure_topic(self) -> None:
         pass
 
-    def load(self, default_region: str, timeout_s: float = 30.0) -> dict[str, QueueRecord]:
-        return {}
+    def snapshot(self, default_region: str, timeout_s: float = 30.0) -> CatalogSnapshot:
+        return CatalogSnapshot({}, {}, 0)
+
+    def follower(
+        self, start_offset: int, default_region: str, on_records: OnCatalogRecords
+    ) -> TopicTail:
+        return IdleTail("in-process", "", start_offset, lambda batch: None)
+
+
+class IdleTail(TopicTail):
+    """A catalog follower with no other gateway to hear from: starts no thread."""
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        pass
 
 
 class CountingEvents(EventPublisher):
