@@ -153,7 +153,12 @@ class KafkaClients:
 
     def producer(self) -> AsyncProducer:
         # librdkafka's messages through our logger, not raw on stderr (gateway/logs.py)
-        return AsyncProducer(self.bootstrap, {"logger": LIBRDKAFKA}, statistics=True)
+        return AsyncProducer(
+            self.bootstrap,
+            {"logger": LIBRDKAFKA},
+            statistics=True,
+            shards=self.settings.producer_shards,
+        )
 
     def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
         return TopicAdmin(bootstrap, self.settings.replication_factor, fsync_durable_topics)

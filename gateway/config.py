@@ -49,6 +49,8 @@ class Settings:
     ingest_fetch_wait_ms: int = field(
         default_factory=lambda: _env_int("KQS_INGEST_FETCH_WAIT_MS", DEFAULT_FETCH_WAIT_MS)
     )
+    # librdkafka producers the queue topics are spread over (topology/producer.py AsyncProducer).
+    producer_shards: int = field(default_factory=lambda: _env_int("KQS_PRODUCER_SHARDS", 8))
     offset_commit_interval_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))
     )

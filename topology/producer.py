@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from topology.client_log import LIBRDKAFKA
-from topology.producer_stats import StatisticsHolder
+from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import MAX_RECORD_BYTES
 
 log = logging.getLogger("kqs.producer")
@@ -62,45 +64,86 @@ OnDelivered = Callable[[Delivered], None]
 _Report = tuple["asyncio.Future[Delivered]", OnDelivered | None, KafkaError | None, Message]
 
 
-class AsyncProducer:
-    def __init__(
-        self, bootstrap: str, extra: dict[str, Any] | None = None, statistics: bool = False
-    ) -> None:
-        # With `statistics`, librdkafka's numbers arrive in `self.statistics` every 5 s.
+class _Shard:
+    """One librdkafka producer of an `AsyncProducer`, with its poll thread and the delivery
+    reports that thread has not handed to the event loop yet."""
+
+    def __init__(self, config: dict[str, Any], statistics: bool) -> None:
         self.statistics = StatisticsHolder()
-        stats_config = self.statistics.config() if statistics else {}
-        config = {
-            "bootstrap.servers": bootstrap,
-            **(extra or {}),
-            **stats_config,
-            **DURABLE_SETTINGS,
-        }
-        self._producer = Producer(config)
+        self.client = Producer({**config, **(self.statistics.config() if statistics else {})})
+        # Appended by librdkafka's callbacks inside poll(), popped by `hand_over`: deque
+        # appends and pops are atomic.
+        self.reports: deque[_Report] = deque()
+        self.poller: threading.Thread | None = None
+
+
+class AsyncProducer:
+    """Produces with `acks=all` and settles each record's future from its delivery report.
+
+    With `shards` > 1 the topics are spread over that many librdkafka producers, each topic
+    always to the same one (so its records keep their order and idempotence): librdkafka
+    finds a topic's state by walking its client's list of topics on every produce
+    (`rd_kafka_topic_find`), which at 10,000 queue topics cost up to ~600 µs per produce
+    against ~3 µs at the head of the list (bench/results/PROFILE.md, session 7). Shards are
+    created on first use.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        extra: dict[str, Any] | None = None,
+        statistics: bool = False,
+        shards: int = 1,
+    ) -> None:
+        self._config = {"bootstrap.servers": bootstrap, **(extra or {}), **DURABLE_SETTINGS}
+        self._with_statistics = statistics
+        self._shards: list[_Shard | None] = [None] * max(1, shards)
+        # With `statistics`, librdkafka's numbers of every shard, summed, every 5 s.
+        self.statistics = CombinedStatistics()
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Reports received by poll() and not yet handed to the loop (appended by whichever
-        # thread polls; deque appends and pops are atomic).
-        self._reports: deque[_Report] = deque()
         # Called on the event loop after each handed-over batch of reports is settled.
         self._batch_listeners: list[Callable[[], None]] = []
         # Records waiting for room in a full local queue (see `start`).
         self._waiting_for_room: set[asyncio.Task[None]] = set()
-        # Delivery reports fire from poll(); a dedicated thread keeps them flowing without
-        # blocking the event loop.
-        self._poller = threading.Thread(target=self._poll_forever, name="kqs-producer", daemon=True)
-        self._poller.start()
+        self._shard(0)  # connect now: a misconfigured bootstrap shows at start-up
 
-    def _poll_forever(self) -> None:
+    def _shard_for(self, topic: str) -> _Shard:
+        count = len(self._shards)
+        return self._shard(zlib.crc32(topic.encode()) % count if count > 1 else 0)
+
+    def _shard(self, index: int) -> _Shard:
+        shard = self._shards[index]
+        if shard is None:
+            shard = self._shards[index] = _Shard(self._config, self._with_statistics)
+            self.statistics.add(shard.statistics)
+            # Delivery reports fire from poll(); a dedicated thread per shard keeps them
+            # flowing without blocking the event loop.
+            shard.poller = threading.Thread(
+                target=self._poll_forever, args=(shard,), name=f"kqs-producer-{index}", daemon=True
+            )
+            shard.poller.start()
+        return shard
+
+    @property
+    def shards_in_use(self) -> int:
+        """How many of the shards have been created (a topic's first record creates its)."""
+        return len(self._live_shards())
+
+    def _live_shards(self) -> list[_Shard]:
+        return [shard for shard in self._shards if shard is not None]
+
+    def _poll_forever(self, shard: _Shard) -> None:
         while not self._stopping.is_set():
-            self._producer.poll(0.05)
-            self._hand_over()
+            shard.client.poll(0.05)
+            self._hand_over(shard)
 
-    def _hand_over(self) -> None:
-        if not self._reports or self._loop is None:
+    def _hand_over(self, shard: _Shard) -> None:
+        if not shard.reports or self._loop is None:
             return
         batch: list[_Report] = []
-        while self._reports:
-            batch.append(self._reports.popleft())
+        while shard.reports:
+            batch.append(shard.reports.popleft())
         try:
             self._loop.call_soon_threadsafe(self._settle_all, batch)
         except RuntimeError:
@@ -143,12 +186,12 @@ class AsyncProducer:
                 log.exception("delivery batch listener failed")
 
     def _future(
-        self, on_delivered: OnDelivered | None = None
+        self, shard: _Shard, on_delivered: OnDelivered | None = None
     ) -> tuple[asyncio.Future[Delivered], Any]:
         """A future for one record and the `on_delivery` callback that settles it."""
         self._loop = asyncio.get_running_loop()
         future: asyncio.Future[Delivered] = self._loop.create_future()
-        reports = self._reports
+        reports = shard.reports
 
         def on_delivery(error: KafkaError | None, msg: Message) -> None:
             reports.append((future, on_delivered, error, msg))
@@ -187,7 +230,8 @@ class AsyncProducer:
         go, so they share produce requests and need no task each. If librdkafka's queue is
         full the record waits for room without blocking the loop; errors librdkafka raises
         at once (an unknown partition) are raised here."""
-        future, on_delivery = self._future(on_delivered)
+        shard = self._shard_for(topic)
+        future, on_delivery = self._future(shard, on_delivered)
         kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": on_delivery}
         if headers:
             kwargs["headers"] = headers
@@ -196,23 +240,27 @@ class AsyncProducer:
         if partition is not None:
             kwargs["partition"] = partition
         try:
-            self._producer.produce(topic, **kwargs)
+            shard.client.produce(topic, **kwargs)
         except BufferError:
             task = asyncio.get_running_loop().create_task(
-                self._produce_when_room(topic, kwargs, future)
+                self._produce_when_room(shard.client, topic, kwargs, future)
             )
             self._waiting_for_room.add(task)  # the loop keeps only weak references
             task.add_done_callback(self._waiting_for_room.discard)
         return future
 
     async def _produce_when_room(
-        self, topic: str, kwargs: dict[str, Any], future: asyncio.Future[Delivered]
+        self,
+        client: Producer,
+        topic: str,
+        kwargs: dict[str, Any],
+        future: asyncio.Future[Delivered],
     ) -> None:
         try:
             while not future.done():  # done: its sender gave up (cancelled)
                 await asyncio.sleep(0.01)  # deliveries drain the local queue meanwhile
                 try:
-                    self._producer.produce(topic, **kwargs)
+                    client.produce(topic, **kwargs)
                     return
                 except BufferError:
                     continue
@@ -229,19 +277,23 @@ class AsyncProducer:
         produced by successive calls keep their order. A full local queue is drained in place
         (blocking the loop briefly) rather than awaited.
         """
-        future, on_delivery = self._future()
+        shard = self._shard_for(topic)
+        future, on_delivery = self._future(shard)
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                shard.client.produce(topic, value=value, key=key, on_delivery=on_delivery)
                 return future
             except BufferError:
-                self._producer.poll(0.01)
-                self._hand_over()
+                shard.client.poll(0.01)
+                self._hand_over(shard)
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for outstanding deliveries; returns how many are still undelivered."""
-        remaining: int = self._producer.flush(timeout_s)
-        self._hand_over()
+        deadline = time.monotonic() + timeout_s
+        remaining = 0
+        for shard in self._live_shards():
+            remaining += shard.client.flush(max(0.0, deadline - time.monotonic()))
+            self._hand_over(shard)
         return remaining
 
     def close(self) -> None:
@@ -249,7 +301,9 @@ class AsyncProducer:
         if remaining:
             log.warning("producer closed with undelivered records", extra={"remaining": remaining})
         self._stopping.set()
-        self._poller.join(timeout=5)
+        for shard in self._live_shards():
+            if shard.poller is not None:
+                shard.poller.join(timeout=5)
 
 
 def coordinates(msg: Message) -> tuple[str, int, int]:

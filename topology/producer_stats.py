@@ -65,3 +65,34 @@ class StatisticsHolder:
             self.latest = parse_statistics(raw)
         except (ValueError, TypeError, AttributeError) as exc:
             log.warning("unreadable producer statistics", extra={"error": str(exc)})
+
+
+class CombinedStatistics:
+    """The statistics of several producers (the shards of one `AsyncProducer`), summed."""
+
+    def __init__(self) -> None:
+        self._holders: list[StatisticsHolder] = []
+
+    def add(self, holder: StatisticsHolder) -> None:
+        self._holders.append(holder)
+
+    @property
+    def latest(self) -> ProducerStatistics:
+        if len(self._holders) == 1:
+            return self._holders[0].latest
+        snapshots = [holder.latest for holder in self._holders]
+        rtt: dict[str, list[float]] = {}
+        for snapshot in snapshots:
+            for broker, seconds in snapshot.broker_rtt_avg_s.items():
+                rtt.setdefault(broker, []).append(seconds)
+        return ProducerStatistics(
+            queue_messages=sum(s.queue_messages for s in snapshots),
+            queue_bytes=sum(s.queue_bytes for s in snapshots),
+            requests_sent=sum(s.requests_sent for s in snapshots),
+            bytes_sent=sum(s.bytes_sent for s in snapshots),
+            responses_received=sum(s.responses_received for s in snapshots),
+            bytes_received=sum(s.bytes_received for s in snapshots),
+            messages_sent=sum(s.messages_sent for s in snapshots),
+            # The shards share the brokers: their mean round trip.
+            broker_rtt_avg_s={b: sum(v) / len(v) for b, v in rtt.items()},
+        )

@@ -36,7 +36,7 @@ from topology.catalog import Catalog, CatalogSnapshot, OnCatalogRecords, QueueRe
 from topology.events import EventPublisher
 from topology.ingest import BatchHandler, IngestConsumer
 from topology.producer import AsyncProducer, Delivered, FollowerProducer, OnDelivered
-from topology.producer_stats import StatisticsHolder
+from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import from_record
 from topology.topic_tail import TopicTail
 
@@ -67,7 +67,7 @@ class InstantProducer(AsyncProducer):
     """`AsyncProducer` whose records are acknowledged as soon as they are produced."""
 
     def __init__(self, log: Log) -> None:  # no librdkafka, no poll thread
-        self.statistics = StatisticsHolder()
+        self.statistics = CombinedStatistics()
         self._log = log
         self._batch_listeners = []
         self._instant: list[tuple[asyncio.Future[Delivered], OnDelivered | None, Delivered]] = []

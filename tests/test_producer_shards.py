@@ -1,0 +1,91 @@
+"""`AsyncProducer` with several shards against a real broker: every topic keeps the order of
+its records and batches of reports still reach the batch listeners; the statistics of the
+shards add up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+from topology.admin import TopicAdmin
+from topology.producer import AsyncProducer, Delivered
+from topology.producer_stats import CombinedStatistics, StatisticsHolder
+
+TOPICS = 12
+RECORDS_PER_TOPIC = 20
+
+
+def test_records_of_each_topic_keep_their_order_across_shards(kafka_bootstrap: str) -> None:
+    prefix = f"shards-{uuid.uuid4().hex[:8]}"
+    topics = [f"{prefix}-{i}" for i in range(TOPICS)]
+
+    async def scenario() -> tuple[dict[str, list[Delivered]], int, int]:
+        admin = TopicAdmin(kafka_bootstrap)
+        await asyncio.gather(*(admin.create_topic(t, 1, {}) for t in topics))
+        producer = AsyncProducer(kafka_bootstrap, statistics=True, shards=4)
+        batches = 0
+
+        def listener() -> None:
+            nonlocal batches
+            batches += 1
+
+        producer.add_batch_listener(listener)
+        try:
+            # Given every topic's records started interleaved, in one go
+            futures: dict[str, list[asyncio.Future[Delivered]]] = {t: [] for t in topics}
+            for n in range(RECORDS_PER_TOPIC):
+                for topic in topics:
+                    futures[topic].append(producer.start(topic, f"{n}".encode(), key=b"k"))
+            delivered = {t: list(await asyncio.gather(*fs)) for t, fs in futures.items()}
+            return delivered, producer.shards_in_use, batches
+        finally:
+            producer.close()
+
+    delivered, shards_in_use, batches = asyncio.run(scenario())
+
+    # Then each topic's records landed in the order they were started, and several shards
+    # carried them
+    for topic, reports in delivered.items():
+        assert [r.offset for r in reports] == list(range(RECORDS_PER_TOPIC)), topic
+        assert {r.topic for r in reports} == {topic}
+    assert shards_in_use > 1
+    assert batches >= 1
+
+
+def test_one_shard_is_the_plain_producer(kafka_bootstrap: str) -> None:
+    topic = f"shards-one-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[Delivered, int]:
+        await TopicAdmin(kafka_bootstrap).create_topic(topic, 1, {})
+        producer = AsyncProducer(kafka_bootstrap)
+        try:
+            return await producer.send(topic, b"x"), producer.shards_in_use
+        finally:
+            producer.close()
+
+    delivered, shards_in_use = asyncio.run(scenario())
+
+    assert (delivered.topic, delivered.offset, shards_in_use) == (topic, 0, 1)
+
+
+def test_the_statistics_of_the_shards_add_up() -> None:
+    first, second = StatisticsHolder(), StatisticsHolder()
+    first.on_statistics(
+        json.dumps(
+            {"msg_cnt": 3, "txmsgs": 10, "brokers": {"b/1": {"nodeid": 1, "rtt": {"avg": 2000}}}}
+        )
+    )
+    second.on_statistics(
+        json.dumps(
+            {"msg_cnt": 4, "txmsgs": 5, "brokers": {"b/1": {"nodeid": 1, "rtt": {"avg": 4000}}}}
+        )
+    )
+    combined = CombinedStatistics()
+    combined.add(first)
+    combined.add(second)
+
+    latest = combined.latest
+
+    assert (latest.queue_messages, latest.messages_sent) == (7, 15)
+    assert latest.broker_rtt_avg_s == {"b/1": 0.003}
