@@ -50,7 +50,7 @@ class Settings:
         default_factory=lambda: _env_int("KQS_INGEST_FETCH_WAIT_MS", DEFAULT_FETCH_WAIT_MS)
     )
     # librdkafka producers the queue topics are spread over (topology/producer.py AsyncProducer).
-    producer_shards: int = field(default_factory=lambda: _env_int("KQS_PRODUCER_SHARDS", 8))
+    producer_shards: int = field(default_factory=lambda: _env_int("KQS_PRODUCER_SHARDS", 16))
     offset_commit_interval_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))
     )
