@@ -5,8 +5,9 @@ of the operation and body under the receipt secret every gateway of a deployment
 (`gateway/internal_api.py` serves it). Operations work on the partitions the owner serves
 and reuse its message path (`MessageService.*_here`); an owner asked about a partition it does
 not serve answers 409, and an owner that cannot be reached is the client's retryable
-`ServiceUnavailable`. SQS errors of the owner (an invalid receipt handle, a message not
-available) travel back by class name and message and are raised here as they were there.
+`ServiceUnavailable`. SQS errors and lease-store errors of the owner (a message not available,
+a visibility too long) travel back by class name and message, and are raised here as they
+were there, so the action that forwarded answers exactly as if the partition were local.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import json
 import logging
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
 from gateway import errors
 from gateway.errors import ServiceUnavailable, SqsError
+from lease_store.errors import LeaseError
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.store import Counts, Delivery, PartitionKey
 from topology.owners import Owner
@@ -76,9 +78,18 @@ def encode_error(error: SqsError) -> dict[str, Any]:
     return {"error": {"class": type(error).__name__, "message": error.message}}
 
 
-def _sqs_error_classes() -> dict[str, type[SqsError]]:
-    found: dict[str, type[SqsError]] = {}
-    pending: list[type[SqsError]] = [SqsError]
+def encode_lease_error(error: LeaseError) -> dict[str, Any]:
+    """A lease-store error of the owner, sent as it is: the forwarding gateway's action maps
+    it to its SQS error, with the request's own details (the receipt handle in the text)."""
+    return {"lease_error": {"class": type(error).__name__, "args": [str(a) for a in error.args]}}
+
+
+E = TypeVar("E", bound=Exception)
+
+
+def _subclasses(base: type[E]) -> dict[str, type[E]]:
+    found: dict[str, type[E]] = {}
+    pending: list[type[E]] = [base]
     while pending:
         cls = pending.pop()
         found[cls.__name__] = cls
@@ -87,10 +98,15 @@ def _sqs_error_classes() -> dict[str, type[SqsError]]:
 
 
 def decode_error(raw: dict[str, Any]) -> SqsError:
-    cls = _sqs_error_classes().get(str(raw.get("class")), errors.InternalError)
+    cls = _subclasses(SqsError).get(str(raw.get("class")), errors.InternalError)
     error = cls.__new__(cls)  # constructors differ; every SqsError is its message
     SqsError.__init__(error, str(raw.get("message", "")))
     return error
+
+
+def decode_lease_error(raw: dict[str, Any]) -> LeaseError:
+    cls = _subclasses(LeaseError).get(str(raw.get("class")), LeaseError)
+    return cls(*[str(a) for a in raw.get("args", [])])
 
 
 def _unavailable() -> ServiceUnavailable:
@@ -147,6 +163,8 @@ class Forwarder:
             raise _unavailable() from exc
         if "error" in answer:
             raise decode_error(answer["error"])
+        if "lease_error" in answer:
+            raise decode_lease_error(answer["lease_error"])
         return answer
 
     # -- the operations --------------------------------------------------------------------

@@ -4,8 +4,8 @@
 operation and body under the shared receipt secret); anything unsigned or signed otherwise is
 403. Each operation runs on partitions this gateway serves, through the same `MessageService`
 as an SQS request (`*_here`, or `forward=False` so a request is never forwarded twice); a
-partition not served here is 409, an SQS error is answered as `{"error": ...}` (200) for the
-forwarding gateway to raise as it was raised here.
+partition not served here is 409, an SQS or lease-store error is answered as `{"error": ...}`
+or `{"lease_error": ...}` (200) for the forwarding gateway to raise as it was raised here.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from typing import Any
 from aiohttp import web
 from confluent_kafka import KafkaException
 
-from gateway.errors import QueueDoesNotExist, ServiceUnavailable, SqsError, for_domain_error
+from gateway.errors import QueueDoesNotExist, ServiceUnavailable, SqsError
 from gateway.forwarding import (
     SIGNATURE_HEADER,
     NotServedHere,
     encode_delivery,
     encode_error,
+    encode_lease_error,
     signature,
 )
 from gateway.messages import MessageService
@@ -125,7 +126,7 @@ def internal_handler(
         except SqsError as exc:
             return web.json_response(encode_error(exc))
         except LeaseError as exc:
-            return web.json_response(encode_error(for_domain_error(exc)))
+            return web.json_response(encode_lease_error(exc))
         except (ProduceFailed, KafkaException) as exc:
             log.warning("kafka unavailable", extra={"operation": operation_name, "error": str(exc)})
             unavailable = ServiceUnavailable("The service is unavailable (Kafka did not answer).")

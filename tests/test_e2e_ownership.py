@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from botocore.exceptions import ClientError
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from lease_store.handles import ReceiptHandleCodec
@@ -272,6 +273,40 @@ def test_a_long_poll_wakes_for_a_message_on_a_partition_the_other_gateway_serves
     (answer,) = answers
     assert [m["Body"] for m in answer["Messages"]] == ["wake up"]
     assert partition_of(answer["Messages"][0]["ReceiptHandle"]) == x_partition
+
+
+def test_an_error_of_the_owner_reaches_the_client_of_the_forwarding_gateway_unchanged(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: a message received and deleted through the gateway serving its partition (O)
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    name = f"errors-{uuid.uuid4().hex[:12]}"
+    url = clients[0].create_queue(QueueName=name)["QueueUrl"]
+    clients[0].send_message(QueueUrl=url, MessageBody="short-lived")
+    (message,) = receive_all(clients, url, 1).values()
+    handle = message[0]
+    owners = owners_of(kafka_bootstrap, topic_of(kafka_bootstrap, name))
+    ids = [gateway_id(g) for g in gateways]
+    owner = ids.index(owners[partition_of(handle)].gateway)
+    clients[owner].delete_message(QueueUrl=url, ReceiptHandle=handle)
+    # When: its visibility is changed through O, then through the other gateway (forwarded)
+    answers = []
+    for index in (owner, 1 - owner):
+        with pytest.raises(ClientError) as excinfo:
+            clients[index].change_message_visibility(
+                QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=30
+            )
+        error = excinfo.value.response
+        answers.append(
+            (
+                error["Error"]["Code"],
+                error["Error"]["Message"],
+                error["ResponseMetadata"]["HTTPStatusCode"],
+            )
+        )
+    # Then: the same SQS error both ways
+    assert answers[0] == answers[1]
+    assert answers[0][0] == "InvalidParameterValue" and answers[0][2] == 400
 
 
 def test_a_gateway_that_leaves_hands_over_its_leases_and_deletes(
