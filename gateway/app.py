@@ -10,6 +10,7 @@ import contextlib
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,12 +33,16 @@ from gateway.errors import (
 )
 from gateway.events import KafkaEventSink
 from gateway.expiry import expire_messages
+from gateway.forwarding import PATH as INTERNAL_PATH
+from gateway.forwarding import Forwarder
 from gateway.gauges import publish_gauges
 from gateway.iam.config import Directory, load_directory
+from gateway.internal_api import internal_handler
 from gateway.lease_recovery import open_lease_store
 from gateway.messages import MessageService
 from gateway.metrics import CONTENT_TYPE, QueueGauge, RequestMetrics, Snapshot, render
 from gateway.move_tasks import MoveTasks
+from gateway.ownership import GroupOwnership
 from gateway.params import Params
 from gateway.protocol import (
     Protocol,
@@ -60,8 +65,9 @@ from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher, ensure_events_topic
-from topology.ingest import BatchHandler, IngestConsumer
+from topology.ingest import BatchHandler, GroupListener, IngestConsumer
 from topology.names import CATALOG_TOPIC, REGION_PATTERN
+from topology.owners import Owner, OwnersDirectory
 from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
 from topology.topic_tail import TopicTail
 
@@ -101,6 +107,9 @@ class _Parts:
     changelog: LeaseChangelog
     follower: FollowerProducer
     catalog_tail: TopicTail
+    forwarder: Forwarder
+    group: GroupOwnership | None = None
+    owners_tail: TopicTail | None = None
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -133,6 +142,11 @@ class _Parts:
             lease_syncs=messages.group_sync.syncs,
             lease_sync_waiters=messages.group_sync.waiters,
             long_polls_parked=self.signals.parked,
+            partitions_served=(
+                self.group.served
+                if self.group is not None
+                else sum(r.partitions for r in registry.all_active())
+            ),
         )
 
 
@@ -188,9 +202,15 @@ class KafkaClients:
         loop: asyncio.AbstractEventLoop,
         on_batch: BatchHandler,
         applied: Mapping[tuple[str, int], int],
+        group_listener: GroupListener | None = None,
     ) -> IngestConsumer:
         return IngestConsumer(
-            self.bootstrap, loop, on_batch, applied, self.settings.ingest_fetch_wait_ms
+            self.bootstrap,
+            loop,
+            on_batch,
+            applied,
+            self.settings.ingest_fetch_wait_ms,
+            group_listener,
         )
 
 
@@ -236,15 +256,22 @@ async def _start(
     sink = KafkaEventSink(events, clock)
     signals = QueueSignals()
     ingest_ref: list[IngestConsumer] = []
+    group_ref: list[GroupOwnership] = []  # set in group mode (KQS_PARTITION_OWNERSHIP=group)
 
     def on_created(record: QueueRecord) -> None:
+        if group_ref:
+            group_ref[0].queues_changed()  # the group decides who ingests it
+            return
         ingest_ref[0].assign(
             record.topic,
             {pk.partition: leases.applied_offset(pk) + 1 for pk in partition_keys(record)},
         )
 
     def on_deleted(record: QueueRecord) -> None:
-        ingest_ref[0].unassign(record.topic, record.partitions)
+        if group_ref:
+            group_ref[0].queues_changed()
+        else:
+            ingest_ref[0].unassign(record.topic, record.partitions)
         for pk in partition_keys(record):
             changelog.forget_partition(pk, leases.drop_partition(pk))
         signals.notify(record.key)
@@ -252,30 +279,67 @@ async def _start(
     registry = QueueRegistry(
         catalog, admin, settings.partitions, on_created, on_deleted, settings.region
     )
+    secret = _receipt_secret(settings)
+    group: GroupOwnership | None = None
+    directory: OwnersDirectory | None = None
+    if settings.partition_ownership == "group":
+        directory = OwnersDirectory(bootstrap, admin, producer)
+        await directory.ensure_topic()
+        await loop.run_in_executor(None, directory.load)
+        group = GroupOwnership(
+            Owner(_gateway_id(settings), _advertised_url(settings)),
+            directory,
+            registry,
+            leases,
+            follower,
+            bootstrap,
+            clock,
+            on_served=lambda record: signals.notify(record.key),
+        )
+        group_ref.append(group)
+    elif settings.partition_ownership != "all":
+        raise ValueError(
+            f"KQS_PARTITION_OWNERSHIP {settings.partition_ownership!r} is not 'all' or 'group'"
+        )
+    forwarder = Forwarder(secret)
     messages = MessageService(
         clock,
         producer,
         leases,
         registry,
         signals,
-        ReceiptHandleCodec(_receipt_secret(settings)),
+        ReceiptHandleCodec(secret),
         settings.region,
         changelog=changelog,
         events=sink,
+        ownership=group,
+        forwarder=forwarder,
     )
-    ingest = kafka.ingest(loop, messages.on_ingested, messages.applied_hint)
+    ingest = kafka.ingest(loop, messages.on_ingested, messages.applied_hint, group)
     ingest_ref.append(ingest)
+    if group is not None:
+        group.start(ingest, loop)
     ingest.start()
     registry.load(records.values(), catalog_state.offsets)
     # From where the snapshot ended: other gateways' changes, and this one's coming back.
     catalog_tail = catalog.follower(catalog_state.end_offset, settings.region, registry.follow)
     catalog_tail.start(loop)
+    owners_tail = None
+    if directory is not None and group is not None:
+        owners_tail = directory.follow(group.directory_changed)
+        owners_tail.start(loop)
     move_tasks = MoveTasks(clock, registry, messages, leases)
     app[RUNTIME] = Runtime(settings, clock, registry, messages, move_tasks, sink)
     app[SIGNALS] = signals
     log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
     backlog = asyncio.create_task(
-        commit_backlog_offsets(registry, leases, ingest, settings.offset_commit_interval_s)
+        commit_backlog_offsets(
+            registry,
+            leases,
+            ingest,
+            settings.offset_commit_interval_s,
+            messages.ownership.serves,
+        )
     )
     expiry = asyncio.create_task(expire_messages(registry, messages))
     gauges = asyncio.create_task(
@@ -297,6 +361,9 @@ async def _start(
         changelog,
         follower,
         catalog_tail,
+        forwarder,
+        group,
+        owners_tail,
     )
     app[PARTS] = parts
     return parts
@@ -330,7 +397,13 @@ def build_app(
         await parts.move_tasks.close()  # before the producer and lease store close
         parts.sink.flush()  # the empty receives counted since the last second
         parts.catalog_tail.stop()
+        if parts.group is not None:
+            # Before the consumer leaves the group: the next owners find every change in Kafka.
+            await parts.group.release_all()
         parts.ingest.stop()
+        if parts.owners_tail is not None:
+            parts.owners_tail.stop()
+        await parts.forwarder.close()
         parts.producer.close()
         parts.follower.close()
         parts.events.close()
@@ -343,8 +416,40 @@ def build_app(
     app.on_shutdown.append(_answer_long_polls)
     app.router.add_get("/health", _health)
     app.router.add_get("/metrics", _metrics)  # before the catch-all: SQS is served on any path
+    app.router.add_post(
+        f"{INTERNAL_PATH}{{operation}}",
+        internal_handler(_receipt_secret(settings), _message_parts),
+    )
     app.router.add_route("*", "/{tail:.*}", _handle)
     return app
+
+
+def _message_parts(request: web.Request) -> tuple[MessageService, QueueRegistry]:
+    runtime = request.app[RUNTIME]
+    return runtime.messages, runtime.registry
+
+
+def _gateway_id(settings: Settings) -> str:
+    """This gateway's identity in the owners directory: generated once per data directory,
+    so a restarted gateway knows the partitions it served last."""
+    path = settings.data_dir / "gateway-id"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(uuid.uuid4().hex)
+    return path.read_text().strip()
+
+
+def _advertised_url(settings: Settings) -> str:
+    if settings.advertised_url:
+        return settings.advertised_url.rstrip("/")
+    if settings.host in ("0.0.0.0", "::", ""):
+        log.warning(
+            "listening on every address: set KQS_ADVERTISED_URL so that other gateways reach "
+            "this one; using 127.0.0.1",
+            extra={"port": settings.port},
+        )
+        return f"http://127.0.0.1:{settings.port}"
+    return f"http://{settings.host}:{settings.port}"
 
 
 async def _flush_events_every_second(sink: KafkaEventSink) -> None:

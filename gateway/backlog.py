@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from gateway.queues import QueueRegistry, partition_keys
 from lease_store.store import LeaseStore
@@ -23,13 +24,18 @@ async def commit_backlog_offsets(
     leases: LeaseStore,
     ingest: IngestConsumer,
     interval_s: float = COMMIT_INTERVAL_S,
+    serves: Callable[[str, int], bool] = lambda topic, partition: True,
 ) -> None:
+    """`serves(topic, partition)`: whether this gateway owns the partition (only the owner
+    knows its backlog, and only the owner may commit for it)."""
     committed: dict[tuple[str, int], int] = {}
     while True:
         await asyncio.sleep(interval_s)
         changed: list[tuple[str, int, int]] = []
         for record in registry.all_active():
             for pk in partition_keys(record):
+                if not serves(record.topic, pk.partition):
+                    continue
                 start = leases.backlog_start(pk)
                 if start > 0 and committed.get((record.topic, pk.partition)) != start:
                     committed[(record.topic, pk.partition)] = start

@@ -45,6 +45,13 @@ class Settings:
     # Behind a proxy, the URL clients must use; by default the host each request came to.
     base_url: str = field(default_factory=lambda: os.environ.get("KQS_BASE_URL", ""))
     receipt_secret: str = field(default_factory=lambda: os.environ.get("KQS_RECEIPT_SECRET", ""))
+    # Who owns the queue partitions: "all" (this gateway, every one: a single gateway) or
+    # "group" (several gateways share them through the ingest group; see gateway/ownership.py).
+    partition_ownership: str = field(
+        default_factory=lambda: os.environ.get("KQS_PARTITION_OWNERSHIP", "all")
+    )
+    # Group mode: the URL other gateways reach this one at (default http://<host>:<port>).
+    advertised_url: str = field(default_factory=lambda: os.environ.get("KQS_ADVERTISED_URL", ""))
     # How late a record another producer wrote may become receivable (topology/ingest.py).
     ingest_fetch_wait_ms: int = field(
         default_factory=lambda: _env_int("KQS_INGEST_FETCH_WAIT_MS", DEFAULT_FETCH_WAIT_MS)

@@ -160,6 +160,8 @@ class FifoService:
         group locks (a periodic sweep; neither is needed, both would pile up)."""
         now_ms = self._clock.now_ms()
         for pk in partition_keys(record):
+            if not self._messages.ownership.serves(record.topic, pk.partition):
+                continue  # another gateway's to prune
             # Kept PRUNE_MARGIN_MS longer than the window: ingest that lags behind the log
             # (catching up after an outage) must still find the entry a duplicate follows.
             self._leases.prune_deduplication(pk, now_ms - PRUNE_MARGIN_MS)

@@ -11,6 +11,10 @@ foreign producer's record, another gateway's) wait in `_ahead` until ingest fill
 so a partition's applied offset only ever moves over a contiguous run. Receive takes leases
 in the lease store; when nothing is visible it parks on `QueueSignals` until a record is
 applied, a visibility changes, or the earliest lease or delay of the queue ends.
+
+With several gateways (`gateway/ownership.py`), each partition is served by one of them: what
+needs a partition another gateway serves goes to it (`gateway/forwarding.py`), and the `*_here`
+methods are what an owner runs for such a request.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 
 from confluent_kafka import KafkaException
@@ -30,11 +34,14 @@ from gateway.errors import (
     PurgeQueueInProgress,
     QueueDoesNotExist,
     ReceiptHandleIsInvalid,
+    ServiceUnavailable,
     SqsError,
 )
 from gateway.events import EventSink
 from gateway.fifo import FifoService
+from gateway.forwarding import Forwarder, NotServedHere
 from gateway.group_sync import GroupSync
+from gateway.ownership import EveryPartition, GroupOwnership
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import (
     QueueRegistry,
@@ -54,6 +61,7 @@ from lease_store.store import Counts, Delivery, LeaseStore, PartitionKey
 from topology.catalog import QueueRecord
 from topology.changelog import Confirmation, LeaseChangelog
 from topology.ingest import Batch
+from topology.owners import Owner
 from topology.producer import AsyncProducer, Delivered
 from topology.record_format import to_headers
 
@@ -86,8 +94,15 @@ class MessageService:
         region: str,
         changelog: LeaseChangelog | None = None,
         events: EventSink | None = None,
+        ownership: EveryPartition | GroupOwnership | None = None,
+        forwarder: Forwarder | None = None,
     ) -> None:
         self._clock = clock
+        # Which partitions are served here; the others' owners are reached by `_forwarder`.
+        self.ownership = ownership or EveryPartition()
+        # One gateway (the default): nothing to ask per partition on the request path.
+        self._everything_here = isinstance(self.ownership, EveryPartition)
+        self._forwarder = forwarder
         # Told about each outcome once it is decided; must return at once and never raise.
         self._events = events or EventSink()
         self._changelog = changelog
@@ -126,6 +141,8 @@ class MessageService:
         record = self._registry.by_topic(topic)
         if record is None:
             return  # the queue was deleted while the batch was in transit
+        if not self.ownership.serves(topic, partition):
+            return  # released while the batch was in transit
         pk = partition_keys(record)[partition]
         self._leases.ingest(pk, batch)
         self._apply_ahead(record, topic, partition, pk)
@@ -143,6 +160,10 @@ class MessageService:
         current = self._registry.by_topic(delivered.topic)
         if current is None:
             applied.set_result(None)  # the queue was deleted while the record was in transit
+            return
+        if not self.ownership.serves(delivered.topic, delivered.partition):
+            # Another gateway serves the partition: its ingest applies the record.
+            applied.set_result(None)
             return
         pk = partition_keys(current)[delivered.partition]
         if delivered.offset <= self._leases.applied_offset(pk):
@@ -318,7 +339,7 @@ class MessageService:
             if now_ms >= deadline_ms:
                 return received
             wake_ms = min(deadline_ms, self._next_visible_at_ms(record, now_ms) or deadline_ms)
-            await self._signals.wait(record.key, (wake_ms - now_ms) / 1000)
+            await self._park(record, (wake_ms - now_ms) / 1000)
             if self._signals.closed:
                 # Shutting down: answer now (empty). A closed `wait` returns at once, so
                 # looping on would spin without yielding until the deadline.
@@ -328,9 +349,42 @@ class MessageService:
                 return []  # deleted while we waited
             record = current
 
+    async def _park(self, record: QueueRecord, timeout_s: float) -> None:
+        """Wait until something may be visible: a wake-up here, or on another gateway that
+        serves some of the queue's partitions."""
+        local = self._signals.wait(record.key, timeout_s)
+        owners = self._owners(record, partition_keys(record))
+        if not owners or self._forwarder is None:
+            await local
+            return
+        await self._forwarder.park(owners.items(), record.topic, local, timeout_s)
+
+    def _served(self, record: QueueRecord) -> tuple[PartitionKey, ...]:
+        """The queue's partitions served here (all of them with one gateway)."""
+        keys = partition_keys(record)
+        if self._everything_here:
+            return keys
+        return tuple(pk for pk in keys if self.ownership.serves(record.topic, pk.partition))
+
+    def _owners(
+        self, record: QueueRecord, pks: Sequence[PartitionKey]
+    ) -> dict[Owner, list[PartitionKey]]:
+        """The partitions of `pks` other gateways serve, by gateway (none with one gateway;
+        a partition nobody serves, during a rebalance, is left out)."""
+        owners: dict[Owner, list[PartitionKey]] = {}
+        if self._everything_here:
+            return owners
+        for pk in pks:
+            if self.ownership.serves(record.topic, pk.partition):
+                continue
+            owner = self.ownership.owner(record.topic, pk.partition)
+            if owner is not None:
+                owners.setdefault(owner, []).append(pk)
+        return owners
+
     def _over_in_flight_limit(self, record: QueueRecord) -> bool:
         now_ms = self._clock.now_ms()
-        in_flight = sum(self._leases.counts(pk, now_ms).in_flight for pk in partition_keys(record))
+        in_flight = sum(self._leases.counts(pk, now_ms).in_flight for pk in self._served(record))
         # Expired messages still count until `expire` drops them: only a queue that looks
         # full pays for it.
         return in_flight >= limits.MAX_IN_FLIGHT and (
@@ -339,7 +393,7 @@ class MessageService:
 
     def _next_visible_at_ms(self, record: QueueRecord, now_ms: int) -> int | None:
         times = [
-            t for pk in partition_keys(record) if (t := self._leases.next_visible_at_ms(pk, now_ms))
+            t for pk in self._served(record) if (t := self._leases.next_visible_at_ms(pk, now_ms))
         ]
         return min(times) if times else None
 
@@ -347,19 +401,55 @@ class MessageService:
         self, record: QueueRecord, max_messages: int, visibility_ms: int, now_ms: int
     ) -> tuple[list[Received], int]:
         """Lease what is visible now; returns the leases and how many went to the DLQ."""
+        keys = partition_keys(record)
+        start = self._next_partition[record.key] % len(keys)
+        self._next_partition[record.key] += 1
+        rotated = keys[start:] + keys[:start]
+        served = (
+            rotated
+            if self._everything_here
+            else tuple(pk for pk in rotated if self.ownership.serves(record.topic, pk.partition))
+        )
+        received, moved = await self._receive_partitions(
+            record, served, max_messages, visibility_ms, now_ms
+        )
+        owners = self._owners(record, rotated)
+        if owners and self._forwarder is not None and len(received) < max_messages:
+            forwarded, moved_there = await self._forwarder.receive(
+                owners, record.topic, max_messages - len(received), visibility_ms
+            )
+            received += [Received(f.delivery, f.receipt_handle) for f in forwarded]
+            moved += moved_there
+        return received, moved
+
+    async def receive_here(
+        self, record: QueueRecord, partitions: list[int], max_messages: int, visibility_ms: int
+    ) -> tuple[list[Received], int]:
+        """A receive forwarded by another gateway, on partitions served here."""
+        keys = partition_keys(record)
+        pks = [keys[p] for p in self._served_here(record, partitions)]
+        return await self._receive_partitions(
+            record, pks, max_messages, visibility_ms, self._clock.now_ms()
+        )
+
+    async def _receive_partitions(
+        self,
+        record: QueueRecord,
+        pks: Sequence[PartitionKey],
+        max_messages: int,
+        visibility_ms: int,
+        now_ms: int,
+    ) -> tuple[list[Received], int]:
         redrive = redrive_target(record)
         dlq = self._registry.by_arn(redrive[0]) if redrive else None
         if dlq is not None and not redrive_allows(dlq, self.queue_arn_of(record)):
             dlq = None  # the DLQ's RedriveAllowPolicy no longer admits this queue: keep it
         max_receive_count = redrive[1] if redrive and dlq else None
         retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
-        keys = partition_keys(record)
         fifo_queue = is_fifo(record)
-        start = self._next_partition[record.key] % len(keys)
-        self._next_partition[record.key] += 1
         received: list[Received] = []
         moved = 0
-        for pk in keys[start:] + keys[:start]:
+        for pk in pks:
             wanted = max_messages - len(received)
             if wanted <= 0:
                 break
@@ -378,6 +468,26 @@ class MessageService:
                 await self._dead_letter(record, dlq, pk, outcome.dead_letter)
                 moved += len(outcome.dead_letter)
         return received, moved
+
+    def _served_here(self, record: QueueRecord, partitions: list[int]) -> list[int]:
+        """`partitions` (of a forwarded request), all served here, or `NotServedHere`."""
+        for partition in partitions:
+            if partition >= record.partitions or not self.ownership.serves(record.topic, partition):
+                raise NotServedHere(f"{record.topic}/{partition}")
+        return partitions
+
+    async def wait_here(self, record: QueueRecord, partitions: list[int], timeout_s: float) -> None:
+        """A long poll of another gateway, parked here until something may be visible on
+        these partitions: at once if something is."""
+        keys = partition_keys(record)
+        pks = [keys[p] for p in self._served_here(record, partitions)]
+        now_ms = self._clock.now_ms()
+        if any(self._leases.has_visible(pk, now_ms) for pk in pks):
+            return
+        times = [t for pk in pks if (t := self._leases.next_visible_at_ms(pk, now_ms))]
+        if times:
+            timeout_s = min(timeout_s, (min(times) - now_ms) / 1000)
+        await self._signals.wait(record.key, timeout_s)
 
     async def _dead_letter(
         self, source: QueueRecord, dlq: QueueRecord, pk: PartitionKey, moves: list[Delivery]
@@ -430,42 +540,74 @@ class MessageService:
             raise ReceiptHandleIsInvalid.for_handle(receipt_handle)
         return keys[handle.partition], handle
 
+    def _owner_elsewhere(
+        self, record: QueueRecord, pk: PartitionKey, forward: bool
+    ) -> Owner | None:
+        """The gateway to forward a request about `pk` to; None when it is served here.
+
+        Raises `NotServedHere` for a forwarded request (`forward` False) that reached a
+        gateway no longer serving the partition, and `ServiceUnavailable` while nobody does.
+        """
+        if self.ownership.serves(record.topic, pk.partition):
+            return None
+        if not forward:
+            raise NotServedHere(f"{record.topic}/{pk.partition}")
+        owner = self.ownership.owner(record.topic, pk.partition)
+        if owner is None:
+            raise ServiceUnavailable(
+                "This queue partition is moving between gateways. Retry later."
+            )
+        return owner
+
+    def _forwarder_for(self, owner: Owner) -> Forwarder:
+        if self._forwarder is None:
+            raise ServiceUnavailable("No channel to the gateway serving this partition.")
+        return self._forwarder
+
     def _changes(self) -> contextlib.AbstractContextManager[Confirmation]:
         """Collects the lease changelog records of a change, to await their acknowledgement."""
         if self._changelog is None:
             return contextlib.nullcontext(Confirmation())
         return self._changelog.capture()
 
-    async def delete(self, record: QueueRecord, receipt_handle: str) -> None:
-        """Delete the message; deleting an already deleted message succeeds, as in SQS."""
-        (error,) = await self.delete_many(record, (receipt_handle,))
+    async def delete(self, record: QueueRecord, receipt_handle: str, forward: bool = True) -> None:
+        """Delete the message; deleting an already deleted message succeeds, as in SQS.
+
+        `forward` False: a request another gateway forwarded here (never forwarded again).
+        """
+        (error,) = await self.delete_many(record, (receipt_handle,), forward)
         if error is not None:
             raise error
 
     async def delete_many(
-        self, record: QueueRecord, receipt_handles: Sequence[str]
+        self, record: QueueRecord, receipt_handles: Sequence[str], forward: bool = True
     ) -> list[Exception | None]:
         """Delete the messages these handles name: for each, None or what failed it (an
         invalid or, on FIFO, expired handle fails only its own entry).
 
-        One lease-store write per partition for all of them; answers once the removals are
-        on disk (the lease store's WAL, synced once for all the writes of this event-loop
-        turn). The changelog records follow without waiting.
+        One lease-store write per partition served here for all of them; the others go to
+        their partitions' owners. Answers once the removals are on disk (the lease store's
+        WAL, synced once for all the writes of this event-loop turn). The changelog records
+        follow without waiting.
         """
         outcomes: list[Exception | None] = [None] * len(receipt_handles)
         offsets: dict[PartitionKey, list[int]] = {}
+        forwarded: list[tuple[int, Awaitable[None]]] = []
         fifo = is_fifo(record)
         for i, receipt_handle in enumerate(receipt_handles):
             try:
                 pk, handle = self._locate(record, receipt_handle)
+                owner = self._owner_elsewhere(record, pk, forward)
+                if owner is not None:
+                    forwarder = self._forwarder_for(owner)
+                    forwarded.append((i, forwarder.delete(owner, record.topic, receipt_handle)))
+                    continue
                 if fifo:
                     self.fifo.check_expired(pk, handle, receipt_handle)
-            except (SqsError, LeaseError) as error:
+            except (SqsError, LeaseError, NotServedHere) as error:
                 outcomes[i] = error
                 continue
             offsets.setdefault(pk, []).append(handle.offset)
-        if not offsets:
-            return outcomes
         now_ms = self._clock.now_ms()
         deleted: list[str] = []
         for pk, wanted in offsets.items():
@@ -475,6 +617,9 @@ class MessageService:
                 for offset in set(wanted) - removed.keys():
                     # Gone here already; an earlier try may have failed to reach the changelog.
                     self._changelog.tombstone(pk, offset)
+        await self._settle_forwarded(forwarded, outcomes)
+        if not offsets:
+            return outcomes
         try:
             await self.group_sync.durable()
         finally:
@@ -487,43 +632,73 @@ class MessageService:
         return outcomes
 
     async def change_visibility(
-        self, record: QueueRecord, receipt_handle: str, visibility_s: int
+        self, record: QueueRecord, receipt_handle: str, visibility_s: int, forward: bool = True
     ) -> None:
-        (error,) = await self.change_visibility_many(record, ((receipt_handle, visibility_s),))
+        (error,) = await self.change_visibility_many(
+            record, ((receipt_handle, visibility_s),), forward
+        )
         if error is not None:
             raise error
 
     async def change_visibility_many(
-        self, record: QueueRecord, changes: Sequence[tuple[str, int]]
+        self, record: QueueRecord, changes: Sequence[tuple[str, int]], forward: bool = True
     ) -> list[Exception | None]:
         """Restart the leases these (receipt handle, seconds) name: for each, None or what
         failed it (MessageNotAvailable, an invalid or, on FIFO, expired handle).
 
-        Answers once the changes are on disk: one WAL sync for all of them (and for every
-        other write of this event-loop turn).
+        Partitions served elsewhere go to their owners. Answers once the changes are on
+        disk: one WAL sync for all of them (and for every other write of this turn).
         """
         outcomes: list[Exception | None] = [None] * len(changes)
+        forwarded: list[tuple[int, Awaitable[None]]] = []
         fifo = is_fifo(record)
         now_ms = self._clock.now_ms()
         changed = False
         for i, (receipt_handle, visibility_s) in enumerate(changes):
             try:
                 pk, handle = self._locate(record, receipt_handle)
+                owner = self._owner_elsewhere(record, pk, forward)
+                if owner is not None:
+                    forwarder = self._forwarder_for(owner)
+                    forwarded.append(
+                        (
+                            i,
+                            forwarder.change_visibility(
+                                owner, record.topic, receipt_handle, visibility_s
+                            ),
+                        )
+                    )
+                    continue
                 if fifo:
                     self.fifo.check_expired(pk, handle, receipt_handle)
                 self._leases.change_visibility(
                     pk, handle.offset, handle.epoch, now_ms, visibility_s * 1000, sync=False
                 )
-            except (SqsError, LeaseError) as error:
+            except (SqsError, LeaseError, NotServedHere) as error:
                 outcomes[i] = error
                 continue
             changed = True
+        await self._settle_forwarded(forwarded, outcomes)
         if changed:
             await self.group_sync.durable()
             # The earliest moment something becomes visible may have moved: let waiters
             # re-plan.
             self._signals.notify(record.key)
         return outcomes
+
+    @staticmethod
+    async def _settle_forwarded(
+        forwarded: list[tuple[int, Awaitable[None]]], outcomes: list[Exception | None]
+    ) -> None:
+        """Await the entries sent to other gateways; each one's failure becomes its outcome."""
+        if not forwarded:
+            return
+        results = await asyncio.gather(*(call for _, call in forwarded), return_exceptions=True)
+        for (i, _), result in zip(forwarded, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result
+                outcomes[i] = result
 
     def _sync(self) -> None:
         """The group sync: the WAL first (the durable record), then the changelog records of
@@ -535,10 +710,32 @@ class MessageService:
     # -- queue-level -----------------------------------------------------------------------
 
     def counts(self, record: QueueRecord) -> Counts:
+        """The queue's exact counters, of the partitions served here (all with one gateway)."""
         self.expire(record)  # reads only the expired entries: counts never include them
         now_ms = self._clock.now_ms()
         total = Counts()
-        for pk in partition_keys(record):
+        for pk in self._served(record):
+            total = total + self._leases.counts(pk, now_ms)
+        return total
+
+    async def queue_counts(self, record: QueueRecord) -> Counts:
+        """The queue's exact counters over all its partitions, wherever they are served."""
+        total = self.counts(record)
+        owners = self._owners(record, partition_keys(record))
+        if owners and self._forwarder is not None:
+            total = total + await self._forwarder.counts(owners, record.topic)
+        return total
+
+    def counts_here(self, record: QueueRecord, partitions: list[int]) -> Counts:
+        """Counters of partitions served here, for another gateway (`queue_counts`)."""
+        keys = partition_keys(record)
+        now_ms = self._clock.now_ms()
+        retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
+        total = Counts()
+        for partition in self._served_here(record, partitions):
+            pk = keys[partition]
+            if message_ids := self._leases.expire_ids(pk, now_ms, retention_ms):
+                self._events.expired(record, message_ids)
             total = total + self._leases.counts(pk, now_ms)
         return total
 
@@ -552,7 +749,7 @@ class MessageService:
         now_ms = self._clock.now_ms()
         retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
         dropped = 0
-        for pk in partition_keys(record):
+        for pk in self._served(record):
             message_ids = self._leases.expire_ids(pk, now_ms, retention_ms)
             if message_ids:
                 self._events.expired(record, message_ids)
@@ -562,11 +759,24 @@ class MessageService:
     def oldest_message_age_s(self, record: QueueRecord) -> int:
         """ApproximateAgeOfOldestMessage: seconds since the oldest message was sent, or 0."""
         sent = [
-            t for pk in partition_keys(record) if (t := self._leases.oldest_sent_ms(pk)) is not None
+            t for pk in self._served(record) if (t := self._leases.oldest_sent_ms(pk)) is not None
         ]
         if not sent:
             return 0
         return max(0, (self._clock.now_ms() - min(sent)) // 1000)
+
+    async def purge_here(self, record: QueueRecord, ends: dict[int, int]) -> int:
+        """Drop the messages below `ends` (partition -> purge point) of partitions served
+        here; returns how many. Answers once the purge watermarks are in the changelog."""
+        keys = partition_keys(record)
+        dropped = 0
+        with self._changes() as changes:  # the purge watermarks, awaited
+            for partition in self._served_here(record, list(ends)):
+                dropped += self._leases.purge(
+                    keys[partition], ends[partition], self._clock.now_ms()
+                )
+        await changes.confirmed()
+        return dropped
 
     async def purge(self, record: QueueRecord) -> None:
         """Delete every message in the queue when called (PurgeQueue); once per 60 s.
@@ -589,11 +799,12 @@ class MessageService:
             raise
         if self._registry.current(record) is None:
             raise QueueDoesNotExist()  # deleted while the offsets were fetched
-        dropped = 0
-        with self._changes() as changes:  # the purge watermarks, awaited
-            for pk in partition_keys(record):
-                dropped += self._leases.purge(pk, ends[pk.partition], self._clock.now_ms())
-        await changes.confirmed()
+        dropped = await self.purge_here(
+            record, {pk.partition: ends[pk.partition] for pk in self._served(record)}
+        )
+        for owner, pks in self._owners(record, partition_keys(record)).items():
+            ends_there = {pk.partition: ends[pk.partition] for pk in pks}
+            dropped += await self._forwarder_for(owner).purge(owner, record.topic, ends_there)
         self._events.purged(record, dropped)
         log.info("queue purged", extra={"queue": record.key, "messages": dropped})
         # The purge has taken effect; trimming the log only reclaims space (the purge

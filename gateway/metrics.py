@@ -107,6 +107,7 @@ class Snapshot:
     lease_syncs: int = 0
     lease_sync_waiters: int = 0
     long_polls_parked: int = 0
+    partitions_served: int = 0
 
 
 def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
@@ -199,6 +200,12 @@ def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
         "kqs_long_polls_parked",
         "ReceiveMessage calls waiting for a message now (long polls).",
         [({}, snapshot.long_polls_parked)],
+        kind="gauge",
+    )
+    out.family(
+        "kqs_partitions_served",
+        "Queue partitions whose lease state this gateway serves now (all, with one gateway).",
+        [({}, snapshot.partitions_served)],
         kind="gauge",
     )
     return out.text()

@@ -621,6 +621,20 @@ class LeaseStore:
         self._floors.forget(pk.prefix)
         return dropped
 
+    @property
+    def kv(self) -> KeyValueStore:
+        """The key-value store underneath, for rebuilding dropped partitions in place while
+        the others are served (`gateway/ownership.py`); call `forget_cached` afterwards."""
+        return self._kv
+
+    def forget_cached(self, pk: PartitionKey) -> None:
+        """Drop what is held in memory about a partition whose keys were rewritten."""
+        self._states.pop(pk, None)
+        self._next_due_ms.pop(pk, None)
+        self._oldest_sent_ms.pop(pk, None)
+        self._fifo_groups.pop(pk, None)
+        self._floors.forget(pk.prefix)
+
     # -- FIFO queues (fifo.py) -------------------------------------------------------------
 
     def deduplication_entry(

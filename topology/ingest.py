@@ -1,9 +1,19 @@
 """Tails the queue topics and hands their records to the lease store.
 
-One consumer thread per gateway, with manual partition assignment: the gateway decides which
-queue partitions it owns and where each resumes (the lease store's applied offset + 1). Records
-are decoded on the thread and handed to the event loop in per-partition batches, so the lease
-store keeps a single writer.
+One consumer thread per gateway. Records are decoded on the thread and handed to the event
+loop in per-partition batches, so the lease store keeps a single writer. Two ways to decide
+which partitions are read:
+
+* manual assignment (one gateway owns every partition): the gateway assigns each queue
+  topic's partitions itself, each resuming at the lease store's applied offset + 1;
+* the group (`group_listener` given, several gateways): the consumer subscribes to the queue
+  topics (`subscribe`) in the ingest group with cooperative-sticky assignment, and Kafka
+  decides which gateway owns which partition. The rebalance callbacks assign nothing
+  themselves: they tell the listener, whose event loop restores what it was given and then
+  assigns each partition at the offset to resume from (`assign`, as in manual mode). A
+  revocation waits for the listener to release the partitions (it stops serving them and
+  flushes their changelog) before they leave the assignment, so the next owner finds every
+  change in Kafka.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -38,6 +49,27 @@ MAX_BATCHES_IN_FLIGHT = 2
 # of a core at 100 ms and 11 % at 1,000 ms (the broker 19 % and 8 %); with 10,000 queues
 # the gateway used 82 % of a core at 100 ms, doing nothing.
 DEFAULT_FETCH_WAIT_MS = 500
+# Group mode: how long a gateway that stops heartbeating (SIGKILLed) keeps its partitions
+# before the group moves them (the broker's group.min.session.timeout.ms is 6 s by default;
+# librdkafka's own default is 45 s).
+SESSION_TIMEOUT_MS = 6_000
+
+Partitions = list[tuple[str, int]]  # (topic, partition)
+
+
+class GroupListener(Protocol):
+    """Told of the ingest group's decisions, on the ingest thread (group mode)."""
+
+    def assigned(self, partitions: Partitions) -> None:
+        """These partitions are this gateway's now; must return at once (restore later)."""
+
+    def revoked(self, partitions: Partitions) -> None:
+        """These partitions go to another gateway: return once they are no longer served
+        here and their lease changes are in Kafka (blocks the ingest thread meanwhile)."""
+
+    def lost(self, partitions: Partitions) -> None:
+        """The group took these away without a revocation (this member's session expired):
+        stop serving them at once; another gateway may own them already."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +89,14 @@ class _Unassign:
     partitions: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _Subscribe:
+    topics: tuple[str, ...]
+
+
+_Command = _Assign | _Unassign | _Commit | _Subscribe
+
+
 class IngestConsumer:
     def __init__(
         self,
@@ -65,13 +105,24 @@ class IngestConsumer:
         on_batch: BatchHandler,
         applied: Mapping[tuple[str, int], int] | None = None,
         fetch_wait_ms: int = DEFAULT_FETCH_WAIT_MS,
+        group_listener: GroupListener | None = None,
     ):
         """`applied`: (topic, partition) -> offset applied already, kept by the event loop; the
         records at or below it (the gateway's own, applied from their delivery reports) are
         dropped here without being decoded or handed over. `fetch_wait_ms`: see
-        `DEFAULT_FETCH_WAIT_MS`."""
+        `DEFAULT_FETCH_WAIT_MS`. `group_listener`: group mode (see the module header)."""
+        group_settings = (
+            {
+                "partition.assignment.strategy": "cooperative-sticky",
+                "session.timeout.ms": SESSION_TIMEOUT_MS,
+                "heartbeat.interval.ms": SESSION_TIMEOUT_MS // 3,
+            }
+            if group_listener is not None
+            else {}
+        )
         self._consumer = Consumer(
             {
+                **group_settings,
                 "bootstrap.servers": bootstrap,
                 "group.id": INGEST_GROUP,
                 "enable.auto.commit": False,
@@ -89,7 +140,11 @@ class IngestConsumer:
         self._applied: Mapping[tuple[str, int], int] = applied if applied is not None else {}
         self._loop = loop
         self._on_batch = on_batch
-        self._commands: queue.SimpleQueue[_Assign | _Unassign | _Commit] = queue.SimpleQueue()
+        self._commands: queue.SimpleQueue[_Command] = queue.SimpleQueue()
+        self._group_listener = group_listener
+        # Partitions in the consumer's assignment now (written on the ingest thread only).
+        self._assigned: set[tuple[str, int]] = set()
+        self._closing = False
         self._stopping = threading.Event()
         self._in_flight = threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
         self._thread = threading.Thread(target=self._run, name="kqs-ingest", daemon=True)
@@ -98,9 +153,16 @@ class IngestConsumer:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop reading. In group mode, release every partition first (the listener's work):
+        closing leaves the group, whose revocation then only unassigns."""
         self._stopping.set()
         self._thread.join(timeout=10)
+        self._closing = True
         self._consumer.close()
+
+    def subscribe(self, topics: list[str]) -> None:
+        """Group mode: the queue topics whose partitions the group shares out (all of them)."""
+        self._commands.put(_Subscribe(tuple(sorted(topics))))
 
     def assign(self, topic: str, next_offsets: dict[int, int]) -> None:
         self._commands.put(_Assign(topic, next_offsets))
@@ -151,7 +213,7 @@ class IngestConsumer:
             self._in_flight.release()
 
     def _apply_commands(self) -> None:
-        commands: list[_Assign | _Unassign | _Commit] = []
+        commands: list[_Command] = []
         while True:
             try:
                 commands.append(self._commands.get_nowait())
@@ -165,13 +227,14 @@ class IngestConsumer:
             if isinstance(command, _Assign)
             for p, offset in command.next_offsets.items()
         ]
+        subscriptions = [c for c in commands if isinstance(c, _Subscribe)]
         for command in commands:
             if isinstance(command, _Unassign):
                 # An unassign of a topic assigned in this same round must come after it.
                 if assigned:
-                    self._consumer.incremental_assign(assigned)
+                    self._incremental_assign(assigned)
                     assigned = []
-                self._consumer.incremental_unassign(
+                self._incremental_unassign(
                     [TopicPartition(command.topic, p) for p in command.partitions]
                 )
             elif isinstance(command, _Commit):
@@ -183,9 +246,55 @@ class IngestConsumer:
                 except KafkaException as exc:
                     log.warning("offset commit failed", extra={"error": str(exc)})
         if assigned:
-            self._consumer.incremental_assign(assigned)
+            self._incremental_assign(assigned)
+        if subscriptions:
+            self._subscribe(list(subscriptions[-1].topics))  # the latest list is the whole truth
         if any(isinstance(command, _Assign) for command in commands):
             self._learn_leaders()
+
+    def _incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self._consumer.incremental_assign(partitions)
+        self._assigned.update((tp.topic, tp.partition) for tp in partitions)
+
+    def _incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        """Unassign those of `partitions` that are assigned (in group mode some may be given
+        to this gateway and not assigned yet, or never)."""
+        present = [tp for tp in partitions if (tp.topic, tp.partition) in self._assigned]
+        self._consumer.incremental_unassign(present)
+        self._assigned.difference_update((tp.topic, tp.partition) for tp in present)
+
+    # -- group mode ------------------------------------------------------------------------
+
+    def _subscribe(self, topics: list[str]) -> None:
+        if not topics:
+            self._consumer.unsubscribe()
+            return
+        self._consumer.subscribe(
+            topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Assign nothing now (an assignment made here would start at the committed offset):
+        # the listener's event loop assigns each partition once restored (`assign`).
+        consumer.incremental_assign([])
+        if partitions and self._group_listener is not None and not self._closing:
+            self._group_listener.assigned([(tp.topic, tp.partition) for tp in partitions])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if partitions and self._group_listener is not None and not self._closing:
+            try:
+                self._group_listener.revoked([(tp.topic, tp.partition) for tp in partitions])
+            except Exception:
+                log.exception("releasing revoked partitions failed")
+        self._incremental_unassign(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if partitions and self._group_listener is not None and not self._closing:
+            try:
+                self._group_listener.lost([(tp.topic, tp.partition) for tp in partitions])
+            except Exception:
+                log.exception("dropping lost partitions failed")
+        self._incremental_unassign(partitions)
 
     def _learn_leaders(self) -> None:
         """Ask for metadata now, so fetching from newly assigned topics starts at once.

@@ -17,6 +17,8 @@ import re
 
 CATALOG_TOPIC = "__kqs_queues"
 LEASES_TOPIC = "__kqs_leases"
+# Which gateway last served each queue partition, and where it answers (ownership mode).
+OWNERS_TOPIC = "__kqs_owners"
 EVENTS_TOPIC = "__kqs_events"
 # Written by the Spark jobs (spark_streaming/settings.py, which ships without this package,
 # spells them again), read by the dashboard.

@@ -34,7 +34,7 @@ from lease_store.store import CommitListener, LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, CatalogSnapshot, OnCatalogRecords, QueueRecord
 from topology.events import EventPublisher
-from topology.ingest import BatchHandler, IngestConsumer
+from topology.ingest import BatchHandler, GroupListener, IngestConsumer
 from topology.producer import AsyncProducer, Delivered, FollowerProducer, OnDelivered
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import from_record
@@ -350,5 +350,6 @@ class InProcessKafka(KafkaClients):
         loop: asyncio.AbstractEventLoop,
         on_batch: BatchHandler,
         applied: Mapping[tuple[str, int], int],
+        group_listener: GroupListener | None = None,
     ) -> IngestConsumer:
         return LoopbackIngest(self.log, loop, on_batch, applied)

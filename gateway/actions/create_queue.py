@@ -10,6 +10,9 @@ from gateway.params import Params
 from gateway.queue_attributes import FIFO_DEFAULTS, validate_fifo_settings, validate_settable
 from gateway.tags import validate_tags
 
+# How long CreateQueue waits for the ingest group to give the new partitions an owner.
+NEW_QUEUE_OWNED_WITHIN_S = 10.0
+
 
 @dataclass(frozen=True)
 class CreateQueueRequest:
@@ -36,9 +39,13 @@ async def handle(req: CreateQueueRequest, ctx: RequestContext) -> Result:
     source_arn = f"arn:aws:sqs:{ctx.region}:{ctx.account_id}:{req.queue_name}"
     ctx.runtime.registry.validate_redrive(attributes, source_arn)
     validate_tags(req.tags, queue_name=req.queue_name)
-    record, _ = await ctx.runtime.registry.create(
+    record, created = await ctx.runtime.registry.create(
         ctx.region, ctx.account_id, req.queue_name, attributes, req.tags, ctx.runtime.clock.now_ms()
     )
+    if created:
+        # Several gateways: a gateway serves each new partition before the answer, so a send
+        # right after it is applied by an owner at once (a no-op with one gateway).
+        await ctx.runtime.messages.ownership.until_owned(record, NEW_QUEUE_OWNED_WITHIN_S)
     return {"QueueUrl": ctx.queue_url(record)}
 
 

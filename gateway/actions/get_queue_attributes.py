@@ -28,7 +28,7 @@ async def handle(req: GetQueueAttributesRequest, ctx: RequestContext) -> Result:
     names = requested_names(req.attribute_names, fifo=is_fifo(record))
     if not names:
         return {}  # SQS answers no attributes when none are asked for
-    counts = ctx.runtime.messages.counts(record)
+    counts = await ctx.runtime.messages.queue_counts(record)
     values = {
         **effective_attributes(record),
         "QueueArn": ctx.queue_arn(record),

@@ -1,0 +1,264 @@
+"""The internal channel between gateways: what needs a partition's owner is asked of it.
+
+`POST <owner endpoint>/_kqs/internal/<operation>` with a JSON body, signed with an HMAC-SHA256
+of the operation and body under the receipt secret every gateway of a deployment shares
+(`gateway/internal_api.py` serves it). Operations work on the partitions the owner serves
+and reuse its message path (`MessageService.*_here`); an owner asked about a partition it does
+not serve answers 409, and an owner that cannot be reached is the client's retryable
+`ServiceUnavailable`. SQS errors and lease-store errors of the owner (a message not available,
+a visibility too long) travel back by class name and message, and are raised here as they
+were there, so the action that forwarded answers exactly as if the partition were local.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aiohttp
+
+from gateway import errors
+from gateway.errors import ServiceUnavailable, SqsError
+from lease_store.errors import LeaseError
+from lease_store.records import LeaseFact, StoredMessage
+from lease_store.store import Counts, Delivery, PartitionKey
+from topology.owners import Owner
+
+log = logging.getLogger("kqs.forwarding")
+
+PATH = "/_kqs/internal/"
+SIGNATURE_HEADER = "X-Kqs-Signature"
+# Every call but a wait: the owner answers from its lease store (a send to a dead-letter
+# queue at most, bounded by the producer's 15 s delivery timeout).
+CALL_TIMEOUT_S = 20.0
+
+
+def signature(secret: bytes, operation: str, body: bytes) -> str:
+    return hmac.new(secret, operation.encode() + b"\n" + body, hashlib.sha256).hexdigest()
+
+
+class NotServedHere(Exception):
+    """An internal request named a partition this gateway does not serve (now)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """A message received on another gateway: its delivery and the receipt handle issued."""
+
+    delivery: Delivery
+    receipt_handle: str
+
+
+def encode_delivery(delivery: Delivery, receipt_handle: str) -> dict[str, Any]:
+    return {
+        "offset": delivery.offset,
+        "fact": base64.b64encode(delivery.fact.encode()).decode(),
+        "message": base64.b64encode(delivery.message.encode()).decode(),
+        "handle": receipt_handle,
+    }
+
+
+def decode_delivery(raw: dict[str, Any]) -> Forwarded:
+    delivery = Delivery(
+        int(raw["offset"]),
+        LeaseFact.decode(base64.b64decode(raw["fact"])),
+        StoredMessage.decode(base64.b64decode(raw["message"])),
+    )
+    return Forwarded(delivery, str(raw["handle"]))
+
+
+def encode_error(error: SqsError) -> dict[str, Any]:
+    return {"error": {"class": type(error).__name__, "message": error.message}}
+
+
+def encode_lease_error(error: LeaseError) -> dict[str, Any]:
+    """A lease-store error of the owner, sent as it is: the forwarding gateway's action maps
+    it to its SQS error, with the request's own details (the receipt handle in the text)."""
+    return {"lease_error": {"class": type(error).__name__, "args": [str(a) for a in error.args]}}
+
+
+E = TypeVar("E", bound=Exception)
+
+
+def _subclasses(base: type[E]) -> dict[str, type[E]]:
+    found: dict[str, type[E]] = {}
+    pending: list[type[E]] = [base]
+    while pending:
+        cls = pending.pop()
+        found[cls.__name__] = cls
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def decode_error(raw: dict[str, Any]) -> SqsError:
+    cls = _subclasses(SqsError).get(str(raw.get("class")), errors.InternalError)
+    error = cls.__new__(cls)  # constructors differ; every SqsError is its message
+    SqsError.__init__(error, str(raw.get("message", "")))
+    return error
+
+
+def decode_lease_error(raw: dict[str, Any]) -> LeaseError:
+    cls = _subclasses(LeaseError).get(str(raw.get("class")), LeaseError)
+    return cls(*[str(a) for a in raw.get("args", [])])
+
+
+def _unavailable() -> ServiceUnavailable:
+    return ServiceUnavailable(
+        "The gateway serving this queue partition could not be reached. Retry later."
+    )
+
+
+class Forwarder:
+    """The client side: one aiohttp session, opened on first use."""
+
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def call(
+        self,
+        owner: Owner,
+        operation: str,
+        payload: dict[str, Any],
+        timeout_s: float = CALL_TIMEOUT_S,
+    ) -> dict[str, Any]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        body = json.dumps(payload).encode()
+        headers = {
+            "Content-Type": "application/json",
+            SIGNATURE_HEADER: signature(self._secret, operation, body),
+        }
+        try:
+            async with self._session.post(
+                f"{owner.endpoint.rstrip('/')}{PATH}{operation}",
+                data=body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as response:
+                if response.status == 409:
+                    # A rebalance moved the partition: a retry finds the new owner.
+                    log.info(
+                        "owner no longer serves the partition",
+                        extra={"endpoint": owner.endpoint, "operation": operation},
+                    )
+                    raise _unavailable()
+                answer: dict[str, Any] = await response.json()
+        except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
+            log.warning(
+                "owner not reached",
+                extra={"endpoint": owner.endpoint, "operation": operation, "error": str(exc)},
+            )
+            raise _unavailable() from exc
+        if "error" in answer:
+            raise decode_error(answer["error"])
+        if "lease_error" in answer:
+            raise decode_lease_error(answer["lease_error"])
+        return answer
+
+    # -- the operations --------------------------------------------------------------------
+
+    async def receive(
+        self,
+        owners: dict[Owner, list[PartitionKey]],
+        topic: str,
+        wanted: int,
+        visibility_ms: int,
+    ) -> tuple[list[Forwarded], int]:
+        """Lease up to `wanted` messages from the owners' partitions, one owner after another
+        until enough; returns them and how many went to a dead-letter queue."""
+        received: list[Forwarded] = []
+        moved = 0
+        for owner, pks in owners.items():
+            if len(received) >= wanted:
+                break
+            try:
+                answer = await self.call(
+                    owner,
+                    "receive",
+                    {
+                        "topic": topic,
+                        "partitions": [pk.partition for pk in pks],
+                        "max": wanted - len(received),
+                        "visibility_ms": visibility_ms,
+                    },
+                )
+            except ServiceUnavailable:
+                # Moving to another gateway, or its gateway is gone: nothing is receivable
+                # there now, as for a partition nobody serves; the others still answer.
+                continue
+            received += [decode_delivery(raw) for raw in answer["received"]]
+            moved += int(answer["moved"])
+        return received, moved
+
+    async def park(
+        self,
+        owners: Iterable[tuple[Owner, list[PartitionKey]]],
+        topic: str,
+        local: Awaitable[Any],
+        timeout_s: float,
+    ) -> None:
+        """Wait until something may be visible here (`local`) or on one of the owners, or
+        `timeout_s` passes. An owner that cannot be reached is waited out, not retried."""
+
+        async def remote(owner: Owner, pks: list[PartitionKey]) -> None:
+            try:
+                await self.call(
+                    owner,
+                    "wait",
+                    {
+                        "topic": topic,
+                        "partitions": [pk.partition for pk in pks],
+                        "timeout_ms": int(timeout_s * 1000),
+                    },
+                    timeout_s + CALL_TIMEOUT_S,
+                )
+            except SqsError:
+                await asyncio.sleep(timeout_s)
+
+        tasks = [asyncio.ensure_future(local)]
+        tasks += [asyncio.ensure_future(remote(owner, pks)) for owner, pks in owners]
+        try:
+            await asyncio.wait(tasks, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def counts(self, owners: dict[Owner, list[PartitionKey]], topic: str) -> Counts:
+        total = Counts()
+        for owner, pks in owners.items():
+            answer = await self.call(
+                owner, "counts", {"topic": topic, "partitions": [pk.partition for pk in pks]}
+            )
+            total = total + Counts(answer["visible"], answer["in_flight"], answer["delayed"])
+        return total
+
+    async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> None:
+        await self.call(owner, "delete", {"topic": topic, "handle": receipt_handle})
+
+    async def change_visibility(
+        self, owner: Owner, topic: str, receipt_handle: str, visibility_s: int
+    ) -> None:
+        await self.call(
+            owner,
+            "change_visibility",
+            {"topic": topic, "handle": receipt_handle, "visibility_s": visibility_s},
+        )
+
+    async def purge(self, owner: Owner, topic: str, ends: dict[int, int]) -> int:
+        answer = await self.call(
+            owner, "purge", {"topic": topic, "ends": {str(p): e for p, e in ends.items()}}
+        )
+        return int(answer["dropped"])

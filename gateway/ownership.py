@@ -1,0 +1,277 @@
+"""Which queue partitions this gateway serves, and who serves the others.
+
+`EveryPartition` is the single-gateway mode: this gateway owns every partition. In group mode
+(`GroupOwnership`, `KQS_PARTITION_OWNERSHIP=group`) the ingest group decides
+(`topology/ingest.py`) and this module carries out its decisions on the event loop (see
+docs/ARCHITECTURE.md, "Several gateways: partition ownership"):
+
+    assigned ──▶ restoring ──(local copy current, or rebuilt from the changelog;
+                              this gateway published in __kqs_owners)──▶ serving
+    serving ──(revoked: stop serving, flush the changelog; or lost)──▶ not here
+
+A partition is served only once it is in `_serving`; everything else about it is asked of its
+owner (`owner`), or finds nobody while the group rebalances.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from gateway.lease_recovery import rebuild_targets
+from gateway.queues import QueueRegistry, partition_keys
+from lease_store.clock import Clock
+from lease_store.store import LeaseStore
+from topology.catalog import QueueRecord
+from topology.ingest import IngestConsumer, Partitions
+from topology.owners import Owner, OwnersDirectory
+from topology.producer import FollowerProducer
+from topology.rebuild import rebuild_leases
+
+log = logging.getLogger("kqs.ownership")
+
+# Longest wait for the changelog to reach Kafka before a revoked partition is let go.
+RELEASE_FLUSH_S = 10.0
+# Longest a revocation may block the ingest thread.
+RELEASE_TIMEOUT_S = 30.0
+
+
+class EveryPartition:
+    """One gateway: every partition of every queue is served here."""
+
+    def serves(self, topic: str, partition: int) -> bool:
+        return True
+
+    def owner(self, topic: str, partition: int) -> Owner | None:
+        return None
+
+    async def until_owned(self, record: QueueRecord, timeout_s: float) -> None:
+        return None
+
+
+class GroupOwnership:
+    def __init__(
+        self,
+        me: Owner,
+        directory: OwnersDirectory,
+        registry: QueueRegistry,
+        leases: LeaseStore,
+        follower: FollowerProducer,
+        bootstrap: str,
+        clock: Clock,
+        on_served: Callable[[QueueRecord], None],
+    ) -> None:
+        """`on_served`: told when partitions of a queue start being served here (to wake
+        the long polls parked on it)."""
+        self.me = me
+        self._directory = directory
+        self._registry = registry
+        self._leases = leases
+        self._follower = follower
+        self._bootstrap = bootstrap
+        self._clock = clock
+        self._on_served = on_served
+        self._serving: set[tuple[str, int]] = set()
+        self._assigned: set[tuple[str, int]] = set()  # by the group, served or not yet
+        self._ingest: IngestConsumer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._directory_moved = asyncio.Event()
+        self._subscription_due = False
+
+    def start(self, ingest: IngestConsumer, loop: asyncio.AbstractEventLoop) -> None:
+        self._ingest = ingest
+        self._loop = loop
+
+    # -- what MessageService asks ----------------------------------------------------------
+
+    def serves(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self._serving
+
+    @property
+    def served(self) -> int:
+        """How many queue partitions are served here now (`kqs_partitions_served`)."""
+        return len(self._serving)
+
+    def owner(self, topic: str, partition: int) -> Owner | None:
+        """The gateway serving a partition that is not served here, if one is known."""
+        owner = self._directory.owner(topic, partition)
+        return owner if owner is not None and owner.gateway != self.me.gateway else None
+
+    async def until_owned(self, record: QueueRecord, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until every partition of a new queue has an owner, so
+        that a send right after CreateQueue is applied by one."""
+        deadline = time.monotonic() + timeout_s
+        while not all(
+            self.serves(record.topic, pk.partition)
+            or self._directory.owner(record.topic, pk.partition) is not None
+            for pk in partition_keys(record)
+        ):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.warning("new queue not owned in time", extra={"queue": record.key})
+                return
+            self._directory_moved.clear()
+            try:
+                await asyncio.wait_for(self._directory_moved.wait(), min(remaining, 0.05))
+            except TimeoutError:
+                pass
+
+    # -- the catalog and the directory -----------------------------------------------------
+
+    def queues_changed(self) -> None:
+        """A queue was created or deleted: subscribe the ingest group to the new list, once
+        per event-loop turn however many queues changed (thousands at start-up)."""
+        if self._subscription_due or self._loop is None:
+            return
+        self._subscription_due = True
+        self._loop.call_soon(self._subscribe)
+
+    def _subscribe(self) -> None:
+        self._subscription_due = False
+        if self._ingest is not None:
+            self._ingest.subscribe([r.topic for r in self._registry.all_active()])
+
+    def directory_changed(self) -> None:
+        self._directory_moved.set()
+
+    # -- the ingest group's decisions (GroupListener, on the ingest thread) ------------------
+
+    def assigned(self, partitions: Partitions) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._take, partitions)
+
+    def revoked(self, partitions: Partitions) -> None:
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(self._release(partitions), self._loop)
+        future.result(timeout=RELEASE_TIMEOUT_S)
+
+    def lost(self, partitions: Partitions) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._drop, partitions)
+
+    # -- on the event loop -----------------------------------------------------------------
+
+    def _take(self, partitions: Partitions) -> None:
+        self._assigned.update(partitions)
+        task = asyncio.create_task(self._restore_and_serve(partitions))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _restore_and_serve(self, partitions: Partitions) -> None:
+        began = time.monotonic()
+        try:
+            await self._directory_caught_up()
+            current, stale = self._sort(partitions)
+            if stale:
+                await self._restore(stale)
+            await self._serve(current + stale)
+        except Exception:
+            log.exception("partitions not taken", extra={"partitions": len(partitions)})
+            return
+        log.info(
+            "partitions served",
+            extra={
+                "partitions": len(current) + len(stale),
+                "restored": len(stale),
+                "elapsed_s": round(time.monotonic() - began, 3),
+            },
+        )
+
+    async def _directory_caught_up(self) -> None:
+        """Read `__kqs_owners` to its end: a gateway that served a partition published itself
+        before it served it, so its record is below the end now."""
+        end = await self._directory.end_offset()
+        while self._directory.position < end:
+            self._directory_moved.clear()
+            try:
+                await asyncio.wait_for(self._directory_moved.wait(), 1.0)
+            except TimeoutError:
+                pass
+
+    def _sort(self, partitions: Partitions) -> tuple[Partitions, Partitions]:
+        """(partitions whose local copy is current, partitions to restore): the copy is
+        current when this gateway served the partition last, or nobody ever served it."""
+        current: Partitions = []
+        stale: Partitions = []
+        for topic, partition in partitions:
+            last = self._directory.owner(topic, partition)
+            if last is None or last.gateway == self.me.gateway:
+                current.append((topic, partition))
+            else:
+                stale.append((topic, partition))
+        return current, stale
+
+    async def _restore(self, partitions: Partitions) -> None:
+        """Rebuild the partitions' lease state from `__kqs_leases` and their queue topics."""
+        records: dict[str, QueueRecord] = {}
+        wanted: set[tuple[str, int]] = set()
+        for topic, partition in partitions:
+            record = self._registry.by_topic(topic)
+            if record is None:
+                continue  # deleted meanwhile
+            records[topic] = record
+            wanted.add((topic, partition))
+        targets = [
+            t for t in rebuild_targets(records.values()) if (t.topic, t.pk.partition) in wanted
+        ]
+        for target in targets:
+            self._leases.drop_partition(target.pk)
+        loop = asyncio.get_running_loop()
+        stats = await loop.run_in_executor(
+            None, rebuild_leases, self._bootstrap, self._leases.kv, targets, self._clock.now_ms()
+        )
+        for target in targets:
+            self._leases.forget_cached(target.pk)
+        log.info(
+            "partitions restored from the changelog",
+            extra={"partitions": len(targets), "live_messages": stats.live_messages},
+        )
+
+    async def _serve(self, partitions: Partitions) -> None:
+        assert self._ingest is not None
+        taken = [
+            (topic, partition)
+            for topic, partition in partitions
+            if self._registry.by_topic(topic) is not None and (topic, partition) in self._assigned
+        ]  # not deleted, nor revoked while restoring
+        await asyncio.gather(*(self._directory.publish(t, p, self.me) for t, p in taken))
+        by_topic: dict[str, dict[int, int]] = {}
+        served: dict[str, QueueRecord] = {}
+        for topic, partition in taken:
+            record = self._registry.by_topic(topic)
+            if record is None or (topic, partition) not in self._assigned:
+                continue
+            self._serving.add((topic, partition))
+            pk = partition_keys(record)[partition]
+            by_topic.setdefault(topic, {})[partition] = self._leases.applied_offset(pk) + 1
+            served[topic] = record
+        for topic, next_offsets in by_topic.items():
+            self._ingest.assign(topic, next_offsets)
+        for record in served.values():
+            self._on_served(record)
+
+    async def _release(self, partitions: Partitions) -> None:
+        """Stop serving, then make sure every lease change of the partitions is in Kafka."""
+        self._drop(partitions)
+        loop = asyncio.get_running_loop()
+        remaining = await loop.run_in_executor(None, self._follower.flush, RELEASE_FLUSH_S)
+        if remaining:
+            log.warning(
+                "changelog not flushed before a partition was released",
+                extra={"records": remaining},
+            )
+        log.info("partitions released", extra={"partitions": len(partitions)})
+
+    def _drop(self, partitions: Partitions) -> None:
+        for partition in partitions:
+            self._assigned.discard(partition)
+            self._serving.discard(partition)
+
+    async def release_all(self) -> None:
+        """At shutdown, before the ingest consumer leaves the group."""
+        for task in list(self._tasks):
+            task.cancel()
+        await self._release(sorted(self._assigned | self._serving))
