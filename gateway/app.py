@@ -177,8 +177,8 @@ class KafkaClients:
     def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
         return TopicAdmin(bootstrap, self.settings.replication_factor, fsync_durable_topics)
 
-    def follower(self, name: str) -> FollowerProducer:
-        return FollowerProducer(self.bootstrap, name)
+    def follower(self, name: str, confirmed: bool = False) -> FollowerProducer:
+        return FollowerProducer(self.bootstrap, name, confirmed)
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return Catalog(self.bootstrap, admin, producer)
@@ -247,7 +247,8 @@ async def _start(
     await admin.ensure_durable(
         [CATALOG_TOPIC] + [r.topic for r in records.values() if r.deleted_ms is None]
     )
-    follower = kafka.follower("kqs-changelog")
+    # Several gateways: a change is answered only once the changelog has it (see _sync).
+    follower = kafka.follower("kqs-changelog", confirmed=settings.partition_ownership == "group")
     changelog = LeaseChangelog(producer, follower, admin)
     await changelog.ensure_topic()
     leases = await kafka.open_leases(records.values(), clock, changelog.on_commit)

@@ -11,11 +11,13 @@ makes everything written so far durable). Nothing is acknowledged earlier than b
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Callable
 
 
 class GroupSync:
-    def __init__(self, sync: Callable[[], None]) -> None:
+    def __init__(self, sync: Callable[[], concurrent.futures.Future[None] | None]) -> None:
+        # `sync` makes the writes durable; the future it may return must complete first too.
         self._sync = sync
         # The waiters of the sync scheduled for the end of this turn; None when none is.
         # Each has its own future, so a cancelled request cancels only its own wait.
@@ -38,14 +40,27 @@ class GroupSync:
     def _run(self) -> None:
         waiting, self._waiting = self._waiting or [], None  # later writes need the next sync
         try:
-            self._sync()
+            confirmation = self._sync()
             self.syncs += 1
         except Exception as error:  # noqa: BLE001 - handed to every waiter
-            for waiter in waiting:
-                if not waiter.done():
-                    waiter.set_exception(error)
-                    waiter.exception()  # retrieved: nobody else logs it
+            _settle(waiting, error)
             return
-        for waiter in waiting:
-            if not waiter.done():
-                waiter.set_result(None)
+        if confirmation is None or confirmation.done() and confirmation.exception() is None:
+            _settle(waiting, None)
+            return
+        # The sync's records must also be acknowledged elsewhere (several gateways: the
+        # lease changelog) before anyone is answered.
+        asyncio.wrap_future(confirmation).add_done_callback(
+            lambda done: _settle(waiting, None if done.cancelled() else done.exception())
+        )
+
+
+def _settle(waiting: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    for waiter in waiting:
+        if waiter.done():
+            continue
+        if error is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(error)
+            waiter.exception()  # retrieved: nobody else logs it

@@ -20,6 +20,7 @@ methods are what an owner runs for such a request.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 from collections import defaultdict
@@ -700,12 +701,15 @@ class MessageService:
                     raise result
                 outcomes[i] = result
 
-    def _sync(self) -> None:
+    def _sync(self) -> concurrent.futures.Future[None] | None:
         """The group sync: the WAL first (the durable record), then the changelog records of
-        what it made durable go to Kafka's client before any waiter is answered."""
+        what it made durable go to Kafka's client before any waiter is answered. With several
+        gateways the changelog is what another gateway restores a partition from, so the
+        waiters also wait for its acknowledgement (the future returned)."""
         self._leases.sync()
         if self._changelog is not None:
-            self._changelog.hand_over()
+            return self._changelog.hand_over()
+        return None
 
     # -- queue-level -----------------------------------------------------------------------
 

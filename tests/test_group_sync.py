@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 
 import pytest
 
@@ -73,3 +75,31 @@ async def test_a_cancelled_waiter_does_not_cancel_the_sync_for_the_others() -> N
     with pytest.raises(asyncio.CancelledError):
         await first
     assert group.syncs == 1
+
+
+async def test_with_a_confirmation_nobody_is_answered_before_it_completes() -> None:
+    # Given a sync whose records must also be acknowledged elsewhere (several gateways)
+    confirmation: concurrent.futures.Future[None] = concurrent.futures.Future()
+    group = GroupSync(lambda: confirmation)
+    waiters = [asyncio.ensure_future(group.durable()) for _ in range(3)]
+
+    # When the sync has run but the acknowledgement has not come
+    await asyncio.sleep(0.05)
+    assert not any(w.done() for w in waiters)
+
+    # Then they are answered once it comes, from another thread
+    threading.Thread(target=confirmation.set_result, args=(None,)).start()
+    await asyncio.wait_for(asyncio.gather(*waiters), 5)
+    assert group.syncs == 1
+
+
+async def test_a_failed_confirmation_fails_every_request_that_waited_for_it() -> None:
+    confirmation: concurrent.futures.Future[None] = concurrent.futures.Future()
+    group = GroupSync(lambda: confirmation)
+    waiters = [asyncio.ensure_future(group.durable()) for _ in range(2)]
+    await asyncio.sleep(0)
+
+    confirmation.set_exception(OSError("changelog not acknowledged"))
+    outcomes = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), 5)
+
+    assert [type(o) for o in outcomes] == [OSError, OSError]

@@ -28,6 +28,7 @@ producer and PurgeQueue waits for them (`capture()`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -157,9 +158,12 @@ class LeaseChangelog:
         finally:
             self._capture = previous
 
-    def hand_over(self) -> None:
-        """Give Kafka's client the fact records noted so far; call after each lease-store sync."""
-        self._follower.hand_over()
+    def hand_over(self) -> concurrent.futures.Future[None] | None:
+        """Give Kafka's client the fact records noted so far; call after each lease-store sync.
+
+        With a confirmed follower (several gateways), the future of their acknowledgement.
+        """
+        return self._follower.hand_over()
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for the fact records handed over so far; returns how many are still out."""

@@ -12,6 +12,7 @@ reports one `poll()` returns are handed over together, in delivery order.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -332,15 +333,20 @@ class FollowerProducer:
 
     HAND_OVER_S = 0.05
 
-    def __init__(self, bootstrap: str, name: str) -> None:
+    def __init__(self, bootstrap: str, name: str, confirmed: bool = False) -> None:
         self.failures = 0  # written by the poll thread only
         self.last_error = ""
+        # With `confirmed`, `hand_over` returns a future of the acknowledgement of everything
+        # handed over so far (several gateways: the changelog is then what another gateway
+        # restores a partition from, so a change may only be answered once it is there).
+        self._confirmed = confirmed
+        self._last_handed: concurrent.futures.Future[None] | None = None
         self._producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
                 **DURABLE_SETTINGS,
                 "linger.ms": 5,
-                "delivery.report.only.error": True,
+                "delivery.report.only.error": not confirmed,
                 "on_delivery": self._on_delivery,
                 "logger": LIBRDKAFKA,
             }
@@ -360,9 +366,15 @@ class FollowerProducer:
         with self._noted_lock:
             self._noted[(topic, key)] = value
 
-    def hand_over(self) -> None:
-        """Give librdkafka every record noted so far (returns without waiting for Kafka)."""
+    def hand_over(self) -> concurrent.futures.Future[None] | None:
+        """Give librdkafka every record noted so far, without waiting for Kafka.
+
+        With `confirmed`: returns the future of the acknowledgement of the last record handed
+        over so far (by this call or the thread's), which on the one-partition idempotent
+        changelog comes after every earlier one's; None when nothing was ever handed over.
+        """
         self._hand_over()
+        return self._last_handed
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Hand over what is noted and wait for it; returns how many are still undelivered."""
@@ -386,13 +398,31 @@ class FollowerProducer:
         with self._hand_over_lock:
             with self._noted_lock:
                 noted, self._noted = self._noted, {}
-            for (topic, key), value in noted.items():
+            last = len(noted) - 1
+            for i, ((topic, key), value) in enumerate(noted.items()):
+                extra: dict[str, Any] = {}
+                if self._confirmed and i == last:
+                    marker: concurrent.futures.Future[None] = concurrent.futures.Future()
+                    extra["on_delivery"] = self._marker_callback(marker)
+                    self._last_handed = marker
                 while True:
                     try:
-                        self._producer.produce(topic, value=value, key=key)
+                        self._producer.produce(topic, value=value, key=key, **extra)
                         break
                     except BufferError:
                         self._producer.poll(0.01)  # the local queue is full: let it drain
+
+    def _marker_callback(
+        self, marker: concurrent.futures.Future[None]
+    ) -> Callable[[KafkaError | None, Message], None]:
+        def on_delivery(error: KafkaError | None, msg: Message) -> None:
+            self._on_delivery(error, msg)
+            if error is None:
+                marker.set_result(None)
+            else:
+                marker.set_exception(ProduceFailed(error))
+
+        return on_delivery
 
     def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
         if error is not None:

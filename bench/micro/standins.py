@@ -327,7 +327,7 @@ class InProcessKafka(KafkaClients):
     def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
         return NullAdmin(self.log)
 
-    def follower(self, name: str) -> FollowerProducer:
+    def follower(self, name: str, confirmed: bool = False) -> FollowerProducer:
         return CountingFollower(self.log)
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
