@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException
 from gateway import limits
 from gateway.auth import authenticate, authorize, condition_keys
 from gateway.backlog import commit_backlog_offsets
+from gateway.changelog_flush import SharedFlush
 from gateway.config import Settings
 from gateway.context import RequestContext, RequestNotes
 from gateway.dispatch import ACTIONS
@@ -309,6 +310,7 @@ async def _start(
         events=sink,
         ownership=group,
         forwarder=forwarder,
+        changelog_flush=SharedFlush(follower) if group is not None else None,
     )
     ingest = kafka.ingest(loop, messages.on_ingested, messages.applied_hint, group)
     ingest_ref.append(ingest)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from confluent_kafka import KafkaException
 
 from gateway import limits
+from gateway.changelog_flush import SharedFlush
 from gateway.errors import (
     OverLimit,
     PurgeQueueInProgress,
@@ -94,6 +95,7 @@ class MessageService:
         events: EventSink | None = None,
         ownership: EveryPartition | GroupOwnership | None = None,
         forwarder: Forwarder | None = None,
+        changelog_flush: SharedFlush | None = None,
     ) -> None:
         self._clock = clock
         # Which partitions are served here; the others' owners are reached by `_forwarder`.
@@ -101,6 +103,8 @@ class MessageService:
         # One gateway (the default): nothing to ask per partition on the request path.
         self._everything_here = isinstance(self.ownership, EveryPartition)
         self._forwarder = forwarder
+        # Group mode: a delete or visibility change also waits for its changelog record.
+        self._changelog_flush = changelog_flush
         # Told about each outcome once it is decided; must return at once and never raise.
         self._events = events or EventSink()
         self._changelog = changelog
@@ -545,6 +549,8 @@ class MessageService:
             self._changelog.tombstone(pk, handle.offset)
         try:
             await self.group_sync.durable()
+            if self._changelog_flush is not None:
+                await self._changelog_flush.flushed()
         finally:
             # Removed here even if the sync failed (and a retry will find it gone): the
             # message is no longer in the queue, so it counts as deleted once, now.
@@ -574,6 +580,8 @@ class MessageService:
             sync=False,
         )
         await self.group_sync.durable()
+        if self._changelog_flush is not None:
+            await self._changelog_flush.flushed()
         # The earliest moment something becomes visible may have moved: let waiters re-plan.
         self._signals.notify(record.key)
 
