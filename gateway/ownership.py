@@ -36,6 +36,8 @@ log = logging.getLogger("kqs.ownership")
 RELEASE_FLUSH_S = 10.0
 # Longest a revocation may block the ingest thread.
 RELEASE_TIMEOUT_S = 30.0
+# Pause before trying again to take partitions whose restore failed (Kafka unavailable).
+RETRY_TAKE_S = 1.0
 
 
 class EveryPartition:
@@ -80,6 +82,9 @@ class GroupOwnership:
         self._tasks: set[asyncio.Task[None]] = set()
         self._directory_moved = asyncio.Event()
         self._subscription_due = False
+        # One restore at a time: a partition revoked mid-restore and assigned again must not
+        # be rebuilt twice at once.
+        self._restoring = asyncio.Lock()
 
     def start(self, ingest: IngestConsumer, loop: asyncio.AbstractEventLoop) -> None:
         self._ingest = ingest
@@ -162,15 +167,20 @@ class GroupOwnership:
 
     async def _restore_and_serve(self, partitions: Partitions) -> None:
         began = time.monotonic()
-        try:
-            await self._directory_caught_up()
-            current, stale = self._sort(partitions)
-            if stale:
-                await self._restore(stale)
-            await self._serve(current + stale)
-        except Exception:
-            log.exception("partitions not taken", extra={"partitions": len(partitions)})
-            return
+        while True:
+            partitions = [p for p in partitions if p in self._assigned]  # not revoked since
+            try:
+                async with self._restoring:
+                    await self._directory_caught_up()
+                    current, stale = self._sort(partitions)
+                    if stale:
+                        await self._restore(stale)
+                    await self._serve(current + stale)
+                break
+            except Exception:
+                # Kafka unavailable, most likely: the group still gives them to this gateway.
+                log.exception("partitions not taken yet", extra={"partitions": len(partitions)})
+                await asyncio.sleep(RETRY_TAKE_S)
         log.info(
             "partitions served",
             extra={

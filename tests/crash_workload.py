@@ -170,8 +170,11 @@ def _message(token: str) -> Sent:
 class Workload:
     """Producer and consumer threads over several queues, until `stop()`."""
 
-    def __init__(self, endpoint: str, queue_urls: list[str], producers: int, consumers: int):
-        self.endpoint = endpoint
+    def __init__(
+        self, endpoint: str | list[str], queue_urls: list[str], producers: int, consumers: int
+    ):
+        """`endpoint`: one gateway, or several (thread i talks to gateway i mod n)."""
+        self.endpoints = [endpoint] if isinstance(endpoint, str) else endpoint
         self.queue_urls = queue_urls
         self.ledger = Ledger()
         self._producing = threading.Event()
@@ -196,7 +199,7 @@ class Workload:
     def _client(self, index: int) -> Any:
         # Alternate protocols so both codecs carry the workload.
         make = json_client if index % 2 == 0 else query_client
-        return make(self.endpoint, NO_RETRIES)
+        return make(self.endpoints[index % len(self.endpoints)], NO_RETRIES)
 
     def start(self) -> None:
         self._producing.set()

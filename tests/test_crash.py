@@ -29,11 +29,15 @@ class Size:
     queues: int
     producers: int
     consumers: int
+    # Scale-out run: times a third gateway joins the two serving the load and leaves again.
+    hand_overs: int = 3
 
 
 SIZES = {
     "reduced": Size(gateway_kills=4, broker_kills=2, queues=3, producers=2, consumers=2),
-    "full": Size(gateway_kills=20, broker_kills=5, queues=4, producers=4, consumers=4),
+    "full": Size(
+        gateway_kills=20, broker_kills=5, queues=4, producers=4, consumers=4, hand_overs=10
+    ),
 }
 SIZE = SIZES[os.environ.get("KQS_CRASH_SIZE", "reduced")]
 # A call that fails must fail within this: the producer's delivery timeout (15 s) plus
@@ -114,7 +118,7 @@ def _finish(
     """After the kill cycles: drain, report the figures, account for every message."""
     verdict = _drain_and_stop(workload, gateway.endpoint, urls)
     _report(
-        f"{killed} SIGKILL cycles: {len(restarts)}; {killed} restart to ready p50 "
+        f"{killed} cycles: {len(restarts)}; {killed} start to ready p50 "
         f"{statistics.median(restarts):.2f} s, max {max(restarts):.2f} s"
     )
     _assert_accounted(verdict, connection_errors_expected)
@@ -158,7 +162,9 @@ def test_gateway_sigkill_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
             began = time.monotonic()
             gateway.start()
             restarts.append(time.monotonic() - began)
-        _finish(workload, gateway, urls, "gateway", restarts, connection_errors_expected=True)
+        _finish(
+            workload, gateway, urls, "gateway SIGKILL", restarts, connection_errors_expected=True
+        )
     finally:
         if workload is not None:
             workload.stop()
@@ -186,8 +192,55 @@ def test_broker_sigkill_cycles(kafka_dir: Path, tmp_path: Path) -> None:
             broker.start(kafka_dir, port=port, controller_port=controller_port)
             restarts.append(time.monotonic() - began)
         # The gateway stays up throughout: clients never lose their connection to it.
-        _finish(workload, gateway, urls, "broker", restarts, connection_errors_expected=False)
+        _finish(
+            workload, gateway, urls, "broker SIGKILL", restarts, connection_errors_expected=False
+        )
     finally:
         if workload is not None:
             workload.stop()
         gateway.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("leaving", ["sigterm", "sigkill"])
+def test_partition_hand_over_cycles(kafka_bootstrap: str, tmp_path: Path, leaving: str) -> None:
+    """Scale-out: two gateways share the queues' partitions (group mode) and carry the load,
+    alternating protocols and gateways per thread; a third joins, takes partitions (restored
+    from the changelog), and leaves again, repeatedly: with SIGTERM (it releases them with
+    its changelog flushed) or SIGKILL (the group moves them after its session timeout; the
+    others restore what reached the changelog). Every message is accounted for as in the
+    kill cycles."""
+    env = {
+        "KQS_PARTITION_OWNERSHIP": "group",
+        "KQS_RECEIPT_SECRET": "crash-suite-scale-out-secret",
+        "KQS_PARTITIONS": "3",
+    }
+    serving = [GatewayProcess(tmp_path / f"gateway-{i}", kafka_bootstrap, env=env) for i in (1, 2)]
+    visitor = GatewayProcess(tmp_path / "gateway-3", kafka_bootstrap, env=env)
+    rng = random.Random(11)
+    cycles: list[float] = []  # the third gateway's start to ready
+    workload: Workload | None = None
+    try:
+        for gateway in serving:
+            gateway.start()
+        urls = _queues(serving[0].endpoint, SIZE.queues)
+        workload = Workload([g.endpoint for g in serving], urls, SIZE.producers, SIZE.consumers)
+        workload.start()
+        for _ in range(SIZE.hand_overs):
+            time.sleep(rng.uniform(1.0, 3.0))
+            began = time.monotonic()
+            visitor.start()  # joins the group: partitions move to it
+            cycles.append(time.monotonic() - began)
+            time.sleep(rng.uniform(2.0, 4.0))
+            if leaving == "sigterm":
+                assert visitor.terminate() == 0  # and back
+            else:
+                visitor.kill()
+        label = f"third gateway joining and leaving ({leaving})"
+        _finish(workload, serving[0], urls, label, cycles, connection_errors_expected=False)
+    finally:
+        if workload is not None:
+            workload.stop()
+        visitor.stop()
+        for gateway in serving:
+            gateway.stop()

@@ -1,9 +1,12 @@
 """KQS on a replicated cluster: three jar brokers (replication factor 3, min.insync.replicas
-2), as `compose/` runs them, with a gateway in front; both protocols.
+2), as `compose/` runs them, with gateways in front; both protocols.
 
 Every topic KQS creates gets the cluster's three replicas without a KQS setting, and with one
 broker SIGKILLed (the leader of the queue's partition, so a new leader must be elected) sends,
-receives and deletes keep working: `acks=all` needs two in-sync replicas, and two remain.
+receives and deletes keep working: `acks=all` needs two in-sync replicas, and two remain. The
+last test runs the whole compose deployment: three gateways sharing the partitions (group
+mode), a message sent through one, received through another, deleted through the third, with
+a broker down.
 """
 
 from __future__ import annotations
@@ -129,3 +132,65 @@ def test_send_receive_and_delete_keep_working_with_one_broker_killed(
     finally:
         kafka_cluster.restart(leader - 1)
         wait_until_fully_in_sync(admin, [topic, CATALOG_TOPIC, LEASES_TOPIC])
+
+
+@pytest.fixture(scope="module")
+def three_gateways(
+    kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[GatewayProcess]]:
+    """Three gateways sharing the queues' partitions, as compose/'s scale-out profile."""
+    env = {
+        "KQS_PARTITION_OWNERSHIP": "group",
+        "KQS_RECEIPT_SECRET": "the-cluster-tests-shared-secret",
+        "KQS_PARTITIONS": "3",
+    }
+    gateways = [
+        GatewayProcess(tmp_path_factory.mktemp(f"cluster-gw-{i}"), kafka_cluster.bootstrap, env=env)
+        for i in range(3)
+    ]
+    try:
+        for gateway in gateways:
+            gateway.start(timeout_s=120)
+        yield gateways
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+
+
+def test_three_gateways_share_a_queue_with_one_broker_killed(
+    kafka_cluster: KafkaCluster, three_gateways: list[GatewayProcess], protocol: str
+) -> None:
+    # Given: a queue created through the first gateway, and a broker down
+    first, second, third = (client_for(protocol, g.endpoint) for g in three_gateways)
+    url = first.create_queue(QueueName=f"three-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+    kafka_cluster.kill(2)
+    admin = admin_of(kafka_cluster)
+    try:
+        # When: sent through the first, received through the second, deleted through the third
+        bodies = {f"shared-{i}" for i in range(6)}
+        for body in sorted(bodies):
+            first.send_message(QueueUrl=url, MessageBody=body)
+        received: dict[str, str] = {}
+        deadline = time.monotonic() + 30
+        while not bodies <= received.keys() and time.monotonic() < deadline:
+            answer = second.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2, VisibilityTimeout=60
+            )
+            for message in answer.get("Messages", []):
+                assert message["Body"] not in received, "delivered twice"
+                received[message["Body"]] = message["ReceiptHandle"]
+        for handle in received.values():
+            third.delete_message(QueueUrl=url, ReceiptHandle=handle)
+        # Then
+        assert received.keys() == bodies
+        counts = first.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        assert counts == {
+            "ApproximateNumberOfMessages": "0",
+            "ApproximateNumberOfMessagesNotVisible": "0",
+        }
+    finally:
+        kafka_cluster.restart(2)
+        wait_until_fully_in_sync(admin, [CATALOG_TOPIC, LEASES_TOPIC])

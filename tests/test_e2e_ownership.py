@@ -287,6 +287,24 @@ def test_batch_deletes_and_visibility_changes_reach_every_partitions_owner(
     assert sorted(again) == sorted(body for body, _ in received[:9])
 
 
+def test_a_purge_through_one_gateway_empties_the_partitions_both_serve(
+    gateways: list[GatewayProcess], protocol: str
+) -> None:
+    # Given: 20 messages over the four partitions, counted through both gateways
+    a, b = (client_for(protocol, g.endpoint) for g in gateways)
+    url = a.create_queue(QueueName=f"purged-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+    for i in range(20):
+        (a, b)[i % 2].send_message(QueueUrl=url, MessageBody=f"doomed-{i}")
+    # (a message sent through the gateway not serving its partition is counted once the
+    # owner's ingest has read it, within KQS_INGEST_FETCH_WAIT_MS)
+    eventually(lambda: True if counts(a, url) == counts(b, url) == (20, 0) else None, "20 visible")
+    # When
+    b.purge_queue(QueueUrl=url)
+    # Then
+    assert counts(a, url) == (0, 0) and counts(b, url) == (0, 0)
+    assert a.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages", []) == []
+
+
 def test_a_long_poll_wakes_for_a_message_on_a_partition_the_other_gateway_serves(
     gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
 ) -> None:
