@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
     AdminClient,
     ConfigResource,
@@ -134,6 +136,21 @@ def test_send_receive_and_delete_keep_working_with_one_broker_killed(
         wait_until_fully_in_sync(admin, [topic, CATALOG_TOPIC, LEASES_TOPIC])
 
 
+def retrying_unavailable(call: Callable[[], object], bound_s: float = 30.0) -> None:
+    """Call, retrying a retryable `ServiceUnavailable` (as SDKs do) for at most `bound_s`: a
+    broker's death can move the ingest group's coordinator, and the partitions moving with
+    the rebalance have no owner for a moment."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        try:
+            call()
+            return
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ServiceUnavailable" or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def three_gateways(
     kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
@@ -180,7 +197,7 @@ def test_three_gateways_share_a_queue_with_one_broker_killed(
                 assert message["Body"] not in received, "delivered twice"
                 received[message["Body"]] = message["ReceiptHandle"]
         for handle in received.values():
-            third.delete_message(QueueUrl=url, ReceiptHandle=handle)
+            retrying_unavailable(partial(third.delete_message, QueueUrl=url, ReceiptHandle=handle))
         # Then
         assert received.keys() == bodies
         counts = first.get_queue_attributes(
