@@ -23,7 +23,7 @@ import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 import botocore.session
@@ -335,3 +335,18 @@ def signed_headers(
         region,
     ).add_auth(request)
     return dict(request.prepare().headers)
+
+
+_T = TypeVar("_T")
+
+
+def eventually(check: Callable[[], _T | None], what: str, timeout_s: float) -> _T:
+    """Poll `check` until it gives a value (not None); fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not seen within {timeout_s} s: {what}")
+        time.sleep(0.05)

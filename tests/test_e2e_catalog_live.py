@@ -9,21 +9,23 @@ two gateways both ingest every partition (docs/ARCHITECTURE.md, "Several gateway
 from __future__ import annotations
 
 import threading
-import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from tests.harness import GatewayProcess, client_for
+from tests.harness import eventually as harness_eventually
 
 # The catalog follower fetches every 100 ms; the bound leaves room for a busy machine.
 SEEN_WITHIN_S = 10.0
 
-T = TypeVar("T")
+# Every wait of this module is bounded by SEEN_WITHIN_S.
+eventually = partial(harness_eventually, timeout_s=SEEN_WITHIN_S)
 
 
 @pytest.fixture(scope="module")
@@ -48,18 +50,6 @@ def via_b(other_gateway: GatewayProcess, protocol: str) -> Any:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-def eventually(check: Callable[[], T | None], what: str, timeout_s: float = SEEN_WITHIN_S) -> T:
-    """Poll `check` until it gives a value (not None), at most `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not seen within {timeout_s} s: {what}")
-        time.sleep(0.05)
 
 
 def queue_url_or_none(sqs: Any, name: str) -> str | None:

@@ -13,9 +13,10 @@ import time
 import urllib.request
 import uuid
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -23,6 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from lease_store.handles import ReceiptHandleCodec
 from tests.harness import ACCOUNT_ID, GatewayProcess, client_for
+from tests.harness import eventually as harness_eventually
 from topology.changelog import parse_key
 from topology.names import LEASES_TOPIC, OWNERS_TOPIC
 from topology.owners import Owner, parse_owner_key
@@ -33,7 +35,8 @@ SECRET = "shared-receipt-secret-of-the-ownership-tests"
 PARTITIONS = 4
 BOUND_S = 30.0
 
-T = TypeVar("T")
+# Every wait of this module is bounded by BOUND_S.
+eventually = partial(harness_eventually, timeout_s=BOUND_S)
 
 
 def group_gateway(data_dir: Path, bootstrap: str) -> GatewayProcess:
@@ -65,17 +68,6 @@ def gateways(
 
 def gateway_id(process: GatewayProcess) -> str:
     return (process.data_dir / "gateway-id").read_text().strip()
-
-
-def eventually(check: Callable[[], T | None], what: str, timeout_s: float = BOUND_S) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        time.sleep(0.1)
 
 
 def owners_of(bootstrap: str, topic: str) -> dict[int, Owner]:
