@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -293,6 +294,7 @@ class ScaleParams:
     in_flight: int
     concurrency: int
     phase_cap_s: float
+    progress_every_s: float = 60.0
 
 
 async def scale(client: Client, params: ScaleParams) -> dict[str, Any]:
@@ -323,7 +325,23 @@ async def scale(client: Client, params: ScaleParams) -> dict[str, Any]:
                     continue
                 ok += n
 
-        await asyncio.gather(*(loop() for _ in range(params.concurrency)))
+        async def report_progress() -> None:
+            # A phase of the full profile runs for most of an hour: say where it is.
+            while True:
+                await asyncio.sleep(params.progress_every_s)
+                elapsed = time.monotonic() - began
+                print(
+                    f"[{time.strftime('%H:%M:%S')}]     {label}: {index:,}/{len(jobs):,} jobs,"
+                    f" {ok:,} done, {ok / elapsed:,.0f}/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+        reporter = asyncio.create_task(report_progress())
+        try:
+            await asyncio.gather(*(loop() for _ in range(params.concurrency)))
+        finally:
+            reporter.cancel()
         elapsed = time.monotonic() - began
         phases[label] = {
             "jobs": len(jobs),
