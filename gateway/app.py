@@ -79,7 +79,7 @@ REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
 DIRECTORY = web.AppKey("directory", Directory)
 
 
-def _receipt_secret(settings: Settings) -> bytes:
+def receipt_secret(settings: Settings) -> bytes:
     """The HMAC key of receipt handles: configured, or generated once per data directory."""
     if settings.receipt_secret:
         return settings.receipt_secret.encode()
@@ -280,7 +280,7 @@ async def _start(
     registry = QueueRegistry(
         catalog, admin, settings.partitions, on_created, on_deleted, settings.region
     )
-    secret = _receipt_secret(settings)
+    secret = receipt_secret(settings)
     group: GroupOwnership | None = None
     directory: OwnersDirectory | None = None
     if settings.partition_ownership == "group":
@@ -419,7 +419,7 @@ def build_app(
     app.router.add_get("/metrics", _metrics)  # before the catch-all: SQS is served on any path
     app.router.add_post(
         f"{INTERNAL_PATH}{{operation}}",
-        internal_handler(_receipt_secret(settings), _message_parts),
+        internal_handler(receipt_secret(settings), _message_parts),
     )
     app.router.add_route("*", "/{tail:.*}", _handle)
     return app

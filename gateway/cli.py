@@ -9,22 +9,26 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from aiohttp import web_app as aiohttp_web_app
 
 from dashboard.cli import add_dashboard_subcommand
 from gateway import logs
-from gateway.app import build_app, drain
+from gateway.app import build_app, drain, receipt_secret
 from gateway.config import Settings
+from gateway.hand_over import retire_worker_copies
 from gateway.iam.config import ConfigError, Directory, load_directory
 from gateway.inspect_cli import add_inspect_subcommand
+from gateway.workers import cpu_count, die_with_supervisor, run_workers
 from spark_streaming.cli import add_analytics_subcommand
 from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker
 from topology.broker_cli import add_kafka_subcommands
@@ -58,6 +62,14 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         default=defaults.iam_config,
         help="TOML file of accounts, users, groups and policies (KQS_IAM_CONFIG)",
     )
+    serve.add_argument(
+        "--workers",
+        default=os.environ.get("KQS_WORKERS", "1"),
+        help="gateway processes sharing the port and the queue partitions, or 'auto' for one "
+        "per core (KQS_WORKERS; default 1: see README, 'Several workers')",
+    )
+    # Set by `--workers` on the processes it starts (gateway/workers.py).
+    serve.add_argument("--pool-worker", action="store_true", help=argparse.SUPPRESS)
     logs.add_log_format_argument(serve, defaults.log_format)
     serve.add_argument(
         "--accept-any-access-key",
@@ -93,19 +105,30 @@ def _announce_credentials(settings: Settings, directory: Directory) -> None:
         )
 
 
-async def _run_gateway(settings: Settings, directory: Directory) -> None:
+async def _run_gateway(settings: Settings, directory: Directory, pool_worker: bool) -> None:
+    private: socket.socket | None = None
+    if pool_worker:
+        # The port is shared by every worker; the others reach this one on a port of its own.
+        private = _private_socket(settings.host)
+        settings = replace(settings, advertised_url=_private_url(settings, private))
     app = build_app(settings, directory=directory)
     # `drain` waits for the requests being handled; the runner's own wait only covers those
     # that started in the instant between the two.
     runner = web.AppRunner(app, shutdown_timeout=5)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
-    await site.start()
+    sites: list[web.BaseSite] = [
+        web.TCPSite(runner, settings.host, settings.port, reuse_port=pool_worker)
+    ]
+    if private is not None:
+        sites.append(web.SockSite(runner, private))
+    for site in sites:
+        await site.start()
     log.info(
         "listening",
         extra={
             "endpoint": f"http://{settings.host}:{settings.port}",
             "account": settings.account_id,
+            **({"internal": settings.advertised_url} if pool_worker else {}),
         },
     )
     stop = asyncio.Event()
@@ -115,7 +138,8 @@ async def _run_gateway(settings: Settings, directory: Directory) -> None:
     await stop.wait()
     began = time.monotonic()
     log.info("shutting down: draining requests")
-    await site.stop()  # the listening socket closes first: no new connections
+    for site in sites:
+        await site.stop()  # the listening sockets close first: no new connections
     unfinished = await drain(app, DRAIN_TIMEOUT_S)
     if unfinished:
         log.warning(
@@ -123,6 +147,47 @@ async def _run_gateway(settings: Settings, directory: Directory) -> None:
         )
     await runner.cleanup()
     log.info("shut down", extra={"seconds": round(time.monotonic() - began, 3)})
+
+
+def _private_socket(host: str) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    return sock
+
+
+def _private_url(settings: Settings, private: socket.socket) -> str:
+    """Where the other gateways reach this worker: the advertised host (KQS_ADVERTISED_URL)
+    or the listening one, on the worker's own port."""
+    port = private.getsockname()[1]
+    if settings.advertised_url:
+        parts = urlsplit(settings.advertised_url)
+        return f"{parts.scheme}://{parts.hostname}:{port}"
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{port}"
+
+
+def _worker_count(value: str) -> int:
+    if value == "auto":
+        return cpu_count()
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ConfigError(f"--workers {value!r}: give a number of processes (1 or more) or 'auto'")
+    return count
+
+
+def _worker_args(args: argparse.Namespace) -> list[str]:
+    """The options of this `kqs serve` that every worker takes as they are."""
+    passed = ["--log-format", args.log_format]
+    if args.iam_config:
+        passed += ["--iam-config", args.iam_config]
+    if args.accept_any_access_key:
+        passed.append("--accept-any-access-key")
+    return passed
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -137,14 +202,20 @@ def serve(args: argparse.Namespace) -> int:
         log_format=args.log_format,
     )
     logs.configure(settings.log_format)
+    if args.pool_worker:
+        die_with_supervisor()
     try:
+        workers = 1 if args.pool_worker else _worker_count(str(args.workers))
         directory = load_directory(
             settings.iam_config, settings.account_id, settings.accept_any_access_key
         )
     except ConfigError as error:
         sys.stderr.write(f"kqs: {error}\n")
         return 2
-    _announce_credentials(settings, directory)
+    if not args.pool_worker:
+        _announce_credentials(settings, directory)
+    if workers == 1 and settings.partition_ownership == "all":
+        retire_worker_copies(settings)
     with contextlib.ExitStack() as stack:
         if not settings.kafka_bootstrap:
             log.info("starting embedded Kafka broker", extra={"data_dir": str(settings.kafka_dir)})
@@ -157,7 +228,9 @@ def serve(args: argparse.Namespace) -> int:
                 )
             )
             settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
-        _run(_run_gateway(settings, directory))
+        if workers > 1:
+            return run_workers(settings, workers, receipt_secret(settings), _worker_args(args))
+        _run(_run_gateway(settings, directory, args.pool_worker))
         _free_gateway()
     return 0
 

@@ -103,7 +103,9 @@ class GroupOwnership:
     def owner(self, topic: str, partition: int) -> Owner | None:
         """The gateway serving a partition that is not served here, if one is known."""
         owner = self._directory.owner(topic, partition)
-        return owner if owner is not None and owner.gateway != self.me.gateway else None
+        if owner is None or owner.gateway == self.me.gateway or not owner.endpoint:
+            return None  # nobody, or a retired owner (gateway/hand_over.py): none serves it
+        return owner
 
     async def until_owned(self, record: QueueRecord, timeout_s: float) -> None:
         """Wait (at most `timeout_s`) until every partition of a new queue has an owner, so

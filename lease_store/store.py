@@ -50,7 +50,7 @@ Every call takes `now_ms` from the caller's injected clock; this module never re
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from lease_store import fifo, state
@@ -571,6 +571,15 @@ class LeaseStore:
             return None
         (sent_ms,) = _I64.unpack_from(first[0][0], 1 + len(pk.prefix))
         return int(sent_ms)
+
+    def facts(self, pk: PartitionKey) -> Iterator[tuple[int, LeaseFact]]:
+        """Every message's fact in the partition, lowest offset first, read a page at a time
+        (no store iterator stays open between pages)."""
+        start, end = b"F" + pk.prefix, b"F" + pk.prefix + b"\xff" * 16
+        while rows := self._kv.scan(start, end, limit=1000):
+            for key, raw in rows:
+                yield _I64.unpack_from(key, 1 + len(pk.prefix))[0], LeaseFact.decode(raw)
+            start = rows[-1][0] + b"\x00"
 
     def message(self, pk: PartitionKey, offset: int) -> StoredMessage | None:
         raw = self._kv.get(_message_key(pk, offset))

@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -160,10 +160,14 @@ class GatewayProcess:
         bootstrap: str,
         port: int | None = None,
         env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> None:
+        """`bootstrap` empty: the gateway starts its embedded broker (set KQS_KAFKA_PORT and
+        KQS_KAFKA_CONTROLLER_PORT in `env`)."""
         self.data_dir = data_dir
         self.bootstrap = bootstrap
         self.extra_env = dict(env or {})  # e.g. KQS_IAM_CONFIG
+        self.extra_args = list(args)  # e.g. --workers 2
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log_path = data_dir / "gateway.log"
@@ -188,6 +192,7 @@ class GatewayProcess:
                     str(self.port),
                     "--data-dir",
                     str(self.data_dir),
+                    *self.extra_args,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
