@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--servers",
         default="kqs,elasticmq,fauxqs,fauxqs-sqlite,moto",
-        help="comma-separated: kqs, kqs-base (with --base-src), elasticmq, fauxqs (in memory), "
+        help="comma-separated: kqs, kqs-w2 / kqs-w4 (kqs serve --workers 2 / 4), kqs-base (with --base-src), elasticmq, fauxqs (in memory), "
         "fauxqs-sqlite (its durable SQLite backend), moto",
     )
     p.add_argument("--workloads", default="a,b,c,d,o,f,e", help="subset of a,b,c,d,o,f,e")
@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in server_names:
         if name == "kqs":
             versions[name] = servers.kqs_version()
+        elif name in servers.WORKER_POOLS:
+            versions[name] = f"{servers.kqs_version()} --workers {servers.WORKER_POOLS[name]}"
         elif name == "elasticmq":
             versions[name] = f"elasticmq {servers.elasticmq_version(servers.elasticmq_home())}"
         elif name == "moto":

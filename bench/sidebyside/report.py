@@ -11,8 +11,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-SERVERS = ("kqs", "kqs-base", "elasticmq", "fauxqs", "fauxqs-sqlite", "moto")
-PEERS = ("elasticmq", "fauxqs", "fauxqs-sqlite", "moto", "kqs-base")
+SERVERS = ("kqs", "kqs-w2", "kqs-w4", "kqs-base", "elasticmq", "fauxqs", "fauxqs-sqlite", "moto")
+# `KQS/kqs-w2`: one gateway process over two (`kqs serve --workers 2`); below 1, two are faster.
+PEERS = ("elasticmq", "fauxqs", "fauxqs-sqlite", "moto", "kqs-base", "kqs-w2", "kqs-w4")
 TITLES = {
     "a_single": "(a) producer/consumer, single calls (SendMessage; ReceiveMessage + DeleteMessage)",
     "b_batch": "(b) producer/consumer, batch calls (SendMessageBatch; ReceiveMessage×10 + DeleteMessageBatch)",

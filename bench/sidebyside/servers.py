@@ -416,6 +416,8 @@ def start_fauxqs(work: Path, cores: Sequence[int] | None, durable: bool) -> Serv
 
 
 BASE_SRC: Path | None = None  # set from --base-src: the tree "kqs-base" runs
+# `kqs serve --workers N` of this tree (gateway/workers.py), for throughput per process count.
+WORKER_POOLS = {"kqs-w2": "2", "kqs-w4": "4"}
 
 
 def start(
@@ -423,6 +425,9 @@ def start(
 ) -> Server:
     if name == "kqs":
         return start_kqs(work, cores, kqs_env or {})
+    if name in WORKER_POOLS:
+        workers = WORKER_POOLS[name]
+        return start_kqs(work, cores, {**(kqs_env or {}), "KQS_WORKERS": workers}, name=name)
     if name == "kqs-base":
         if BASE_SRC is None:
             raise ValueError("kqs-base needs --base-src")
@@ -439,7 +444,7 @@ def start(
 def stop(server: Server, timeout_s: float = 40.0) -> None:
     """SIGTERM the root (KQS then stops its broker), then SIGKILL whatever of the tree is left."""
     tree = server.tree()
-    if server.name == "kqs":
+    if server.name == "kqs" or server.name in WORKER_POOLS:
         # The broker JVM is launched in a session of its own: remember it by its pid file too.
         pid_file = server.work_dir / "data" / "kafka" / "broker.pid"
         with contextlib.suppress(OSError, ValueError):
