@@ -201,6 +201,55 @@ def test_broker_sigkill_cycles(kafka_dir: Path, tmp_path: Path) -> None:
         gateway.stop()
 
 
+SCALE_OUT_ENV = {
+    "KQS_PARTITION_OWNERSHIP": "group",
+    "KQS_RECEIPT_SECRET": "crash-suite-scale-out-secret",
+    "KQS_PARTITIONS": "3",
+}
+
+
+@pytest.mark.slow
+def test_broker_sigkill_cycles_under_two_gateways(kafka_dir: Path, tmp_path: Path) -> None:
+    """Scale-out: two gateways share the partitions (group mode) while their one broker is
+    SIGKILLed and restarted under load: the group coordinator goes with it, so sessions may
+    expire and partitions move and are restored; deletes wait for the changelog, which is
+    down meanwhile. Every message is accounted for as in the kill cycles."""
+    port, controller_port = free_port(), free_port()
+    info = broker.start(kafka_dir, port=port, controller_port=controller_port)
+    serving = [
+        GatewayProcess(tmp_path / f"gateway-{i}", info.bootstrap, env=SCALE_OUT_ENV) for i in (1, 2)
+    ]
+    rng = random.Random(13)
+    restarts: list[float] = []
+    workload: Workload | None = None
+    try:
+        for gateway in serving:
+            gateway.start()
+        urls = _queues(serving[0].endpoint, SIZE.queues)
+        workload = Workload([g.endpoint for g in serving], urls, SIZE.producers, SIZE.consumers)
+        workload.start()
+        for _ in range(SIZE.broker_kills):
+            time.sleep(rng.uniform(2.0, 4.0))
+            assert broker.kill(kafka_dir)
+            time.sleep(rng.uniform(0.5, 3.0))
+            began = time.monotonic()
+            broker.start(kafka_dir, port=port, controller_port=controller_port)
+            restarts.append(time.monotonic() - began)
+        _finish(
+            workload,
+            serving[0],
+            urls,
+            "broker SIGKILL under two gateways",
+            restarts,
+            connection_errors_expected=False,
+        )
+    finally:
+        if workload is not None:
+            workload.stop()
+        for gateway in serving:
+            gateway.stop()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("leaving", ["sigterm", "sigkill"])
 def test_partition_hand_over_cycles(kafka_bootstrap: str, tmp_path: Path, leaving: str) -> None:
@@ -210,11 +259,7 @@ def test_partition_hand_over_cycles(kafka_bootstrap: str, tmp_path: Path, leavin
     its changelog flushed) or SIGKILL (the group moves them after its session timeout; the
     others restore what reached the changelog). Every message is accounted for as in the
     kill cycles."""
-    env = {
-        "KQS_PARTITION_OWNERSHIP": "group",
-        "KQS_RECEIPT_SECRET": "crash-suite-scale-out-secret",
-        "KQS_PARTITIONS": "3",
-    }
+    env = SCALE_OUT_ENV
     serving = [GatewayProcess(tmp_path / f"gateway-{i}", kafka_bootstrap, env=env) for i in (1, 2)]
     visitor = GatewayProcess(tmp_path / "gateway-3", kafka_bootstrap, env=env)
     rng = random.Random(11)

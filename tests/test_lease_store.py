@@ -1186,3 +1186,23 @@ def test_a_remove_of_a_message_already_gone_keeps_the_sweep_it_made(
     # Then the message whose lease ended is still delivered (the crash suite lost such
     # messages: the sweep's counters reached disk without its index moves)
     assert offsets_of(receive(reopened, clock)) == [0, 2]
+
+
+@on_every_backend
+def test_facts_lists_every_message_held_lowest_offset_first_across_pages(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given more messages than one page of the scan, some removed, one received
+    store.ingest(PK, records(range(2_500)))
+    removed = {0, 999, 1_000, 1_001, 2_499}
+    for offset in removed:
+        assert store.remove(PK, offset, clock.now_ms())
+    (held,) = receive(store, clock, max_messages=1).delivered
+    store.ingest(a_partition(queue=2), records([0]))  # another queue: not listed
+
+    # When
+    facts = list(store.facts(PK))
+
+    # Then each remaining offset once, in order, with its current fact
+    assert [offset for offset, _ in facts] == [o for o in range(2_500) if o not in removed]
+    assert dict(facts)[held.offset].receive_count == 1
