@@ -28,7 +28,7 @@ from gateway.config import Settings
 from gateway.hand_over import retire_worker_copies
 from gateway.iam.config import ConfigError, Directory, load_directory
 from gateway.inspect_cli import add_inspect_subcommand
-from gateway.workers import cpu_count, die_with_supervisor, run_workers
+from gateway.workers import cpu_count, die_with_supervisor, run_workers, worker_index
 from spark_streaming.cli import add_analytics_subcommand
 from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker
 from topology.broker_cli import add_kafka_subcommands
@@ -201,9 +201,11 @@ def serve(args: argparse.Namespace) -> int:
         accept_any_access_key=args.accept_any_access_key,
         log_format=args.log_format,
     )
-    logs.configure(settings.log_format)
     if args.pool_worker:
+        logs.configure(settings.log_format, context={"worker": worker_index()})
         die_with_supervisor()
+    else:
+        logs.configure(settings.log_format)
     try:
         workers = 1 if args.pool_worker else _worker_count(str(args.workers))
         directory = load_directory(

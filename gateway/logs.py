@@ -90,8 +90,25 @@ def resolve(log_format: str, stream: TextIO | None = None) -> str:
     return "text" if isatty is not None and isatty() else "json"
 
 
-def configure(log_format: str = "auto", level: int = logging.INFO) -> None:
+class _Context(logging.Filter):
+    """Adds the same fields to every record, e.g. which worker of a pool wrote it."""
+
+    def __init__(self, fields: dict[str, object]) -> None:
+        super().__init__()
+        self._fields = fields
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in self._fields.items():
+            setattr(record, key, value)
+        return True
+
+
+def configure(
+    log_format: str = "auto", level: int = logging.INFO, context: dict[str, object] | None = None
+) -> None:
     handler = logging.StreamHandler(sys.stderr)
+    if context:
+        handler.addFilter(_Context(context))
     if resolve(log_format, sys.stderr) == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -39,6 +39,7 @@ RESTART_DELAY_S = 1.0
 # Each worker drains its requests (at most the producer's delivery timeout) before exiting.
 STOP_TIMEOUT_S = 45.0
 SUPERVISOR_PID_ENV = "KQS_SUPERVISOR_PID"
+WORKER_INDEX_ENV = "KQS_WORKER_INDEX"
 
 
 def cpu_count() -> int:
@@ -113,6 +114,7 @@ def _worker(settings: Settings, index: int, secret: bytes, worker_args: list[str
         # One secret for all: a receipt handle is checked by whichever worker gets it.
         "KQS_RECEIPT_SECRET": secret.decode(),
         SUPERVISOR_PID_ENV: str(os.getpid()),
+        WORKER_INDEX_ENV: str(index),  # in each of its log lines
     }
     return _Worker(index, command, env)
 
@@ -150,6 +152,10 @@ def _stop_all(pool: list[_Worker]) -> None:
             log.warning("worker did not stop in time: killed", extra={"worker": worker.index})
             worker.process.kill()
             worker.process.wait()
+
+
+def worker_index() -> int:
+    return int(os.environ.get(WORKER_INDEX_ENV, "0"))
 
 
 def die_with_supervisor() -> None:
