@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -65,7 +66,7 @@ from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher, ensure_events_topic
-from topology.ingest import BatchHandler, GroupListener, IngestConsumer
+from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer, IngestShards
 from topology.names import CATALOG_TOPIC, REGION_PATTERN
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
@@ -94,7 +95,7 @@ def receipt_secret(settings: Settings) -> bytes:
 @dataclass
 class _Parts:
     producer: AsyncProducer
-    ingest: IngestConsumer
+    ingest: Ingest
     leases: LeaseStore
     signals: QueueSignals
     backlog: asyncio.Task[None]
@@ -213,6 +214,27 @@ class KafkaClients:
             group_listener,
         )
 
+    def ingest_shards(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_batch: BatchHandler,
+        applied: Mapping[tuple[str, int], int],
+    ) -> Ingest:
+        """One gateway's ingest: the queue topics over `KQS_INGEST_SHARDS` consumers."""
+
+        def make(in_flight: threading.BoundedSemaphore, prefetch_kbytes: int) -> IngestConsumer:
+            return IngestConsumer(
+                self.bootstrap,
+                loop,
+                on_batch,
+                applied,
+                self.settings.ingest_fetch_wait_ms,
+                in_flight=in_flight,
+                prefetch_kbytes=prefetch_kbytes,
+            )
+
+        return IngestShards(make, self.settings.ingest_shards)
+
 
 async def _ensure_events_topic(kafka: KafkaClients) -> list[asyncio.Task[None]]:
     """Create `__kqs_events`; on another cluster, in the background, never failing start-up."""
@@ -256,7 +278,7 @@ async def _start(
     events = kafka.events()
     sink = KafkaEventSink(events, clock)
     signals = QueueSignals()
-    ingest_ref: list[IngestConsumer] = []
+    ingest_ref: list[Ingest] = []
     group_ref: list[GroupOwnership] = []  # set in group mode (KQS_PARTITION_OWNERSHIP=group)
 
     def on_created(record: QueueRecord) -> None:
@@ -316,10 +338,15 @@ async def _start(
         ownership=group,
         forwarder=forwarder,
     )
-    ingest = kafka.ingest(loop, messages.on_ingested, messages.applied_hint, group)
-    ingest_ref.append(ingest)
+    ingest: Ingest
     if group is not None:
-        group.start(ingest, loop)
+        # One consumer: it is this gateway's one member of the ingest group.
+        consumer = kafka.ingest(loop, messages.on_ingested, messages.applied_hint, group)
+        group.start(consumer, loop)
+        ingest = consumer
+    else:
+        ingest = kafka.ingest_shards(loop, messages.on_ingested, messages.applied_hint)
+    ingest_ref.append(ingest)
     ingest.start()
     registry.load(records.values(), catalog_state.offsets)
     # From where the snapshot ended: other gateways' changes, and this one's coming back.

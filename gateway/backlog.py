@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from gateway.queues import QueueRegistry, partition_keys
 from lease_store.store import LeaseStore
-from topology.ingest import IngestConsumer
+from topology.ingest import Ingest
 
 log = logging.getLogger("kqs.backlog")
 
@@ -22,7 +22,7 @@ COMMIT_INTERVAL_S = 5.0
 async def commit_backlog_offsets(
     registry: QueueRegistry,
     leases: LeaseStore,
-    ingest: IngestConsumer,
+    ingest: Ingest,
     interval_s: float = COMMIT_INTERVAL_S,
     serves: Callable[[str, int], bool] = lambda topic, partition: True,
 ) -> None:

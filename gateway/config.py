@@ -58,6 +58,8 @@ class Settings:
     )
     # librdkafka producers the queue topics are spread over (topology/producer.py AsyncProducer).
     producer_shards: int = field(default_factory=lambda: _env_int("KQS_PRODUCER_SHARDS", 16))
+    # Consumers the queue topics are read by, one gateway (topology/ingest.py IngestShards).
+    ingest_shards: int = field(default_factory=lambda: _env_int("KQS_INGEST_SHARDS", 8))
     offset_commit_interval_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))
     )

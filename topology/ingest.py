@@ -22,6 +22,7 @@ import asyncio
 import logging
 import queue
 import threading
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -53,6 +54,8 @@ DEFAULT_FETCH_WAIT_MS = 500
 # before the group moves them (the broker's group.min.session.timeout.ms is 6 s by default;
 # librdkafka's own default is 45 s).
 SESSION_TIMEOUT_MS = 6_000
+# Records fetched ahead and not yet polled, per gateway (librdkafka's default, 64 MiB).
+DEFAULT_PREFETCH_KBYTES = 65_536
 
 Partitions = list[tuple[str, int]]  # (topic, partition)
 
@@ -106,11 +109,14 @@ class IngestConsumer:
         applied: Mapping[tuple[str, int], int] | None = None,
         fetch_wait_ms: int = DEFAULT_FETCH_WAIT_MS,
         group_listener: GroupListener | None = None,
+        in_flight: threading.BoundedSemaphore | None = None,
+        prefetch_kbytes: int = DEFAULT_PREFETCH_KBYTES,
     ):
         """`applied`: (topic, partition) -> offset applied already, kept by the event loop; the
         records at or below it (the gateway's own, applied from their delivery reports) are
         dropped here without being decoded or handed over. `fetch_wait_ms`: see
-        `DEFAULT_FETCH_WAIT_MS`. `group_listener`: group mode (see the module header)."""
+        `DEFAULT_FETCH_WAIT_MS`. `group_listener`: group mode (see the module header).
+        `in_flight` and `prefetch_kbytes`: shared bounds of several consumers (`IngestShards`)."""
         group_settings = (
             {
                 "partition.assignment.strategy": "cooperative-sticky",
@@ -134,6 +140,7 @@ class IngestConsumer:
                 # produce request (a fetch per append cost the broker as much as the append).
                 "fetch.wait.max.ms": fetch_wait_ms,
                 "fetch.min.bytes": 64 * 1024,
+                "queued.max.messages.kbytes": prefetch_kbytes,
                 "logger": LIBRDKAFKA,
             }
         )
@@ -146,7 +153,7 @@ class IngestConsumer:
         self._assigned: set[tuple[str, int]] = set()
         self._closing = False
         self._stopping = threading.Event()
-        self._in_flight = threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
+        self._in_flight = in_flight or threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
         self._thread = threading.Thread(target=self._run, name="kqs-ingest", daemon=True)
 
     def start(self) -> None:
@@ -307,3 +314,91 @@ class IngestConsumer:
             self._consumer.list_topics(timeout=5)
         except KafkaException as exc:
             log.warning("topic metadata lookup failed", extra={"error": str(exc)})
+
+
+class Ingest(Protocol):
+    """What the gateway asks of its ingest, one consumer or several (`IngestShards`)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def assign(self, topic: str, next_offsets: dict[int, int]) -> None: ...
+
+    def unassign(self, topic: str, partitions: int) -> None: ...
+
+    def commit(self, offsets: list[tuple[str, int, int]]) -> None: ...
+
+
+class IngestShards:
+    """One gateway's queue topics read by several consumers, each topic always by the same one
+    (CRC-32 of its name), each consumer made on first use (manual assignment only).
+
+    librdkafka finds each topic of a fetch response by walking its client's topic list
+    (`rd_kafka_topic_find_by_topic_id`), and every fetch names every assigned partition, so
+    one consumer's fetch of N topics costs ~N². Seen with perf during seed 004's profile: at
+    10,000 one-partition queues, 83 % of the samples of the consumer's broker thread, which
+    took ~70 % of a core while the event loop took ~65 %. Over S consumers a fetch costs
+    (N/S)²; fetches are driven by the bytes arriving, so their total rate stays about the
+    same and the total cost falls by up to S². The bound on batches waiting for the event
+    loop and the prefetch memory are shared, so they stay those of one consumer.
+    """
+
+    def __init__(
+        self,
+        make: Callable[[threading.BoundedSemaphore, int], IngestConsumer],
+        shards: int,
+    ) -> None:
+        """`make(in_flight, prefetch_kbytes)`: a new consumer with those shared bounds."""
+        self._make = make
+        self._shards: list[IngestConsumer | None] = [None] * max(1, shards)
+        self._in_flight = threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
+        self._prefetch_kbytes = max(1024, DEFAULT_PREFETCH_KBYTES // len(self._shards))
+        self._started = False
+
+    @property
+    def consumers(self) -> int:
+        """How many consumers exist now."""
+        return sum(shard is not None for shard in self._shards)
+
+    def start(self) -> None:
+        self._started = True
+        for shard in self._shards:
+            if shard is not None:
+                shard.start()
+
+    def stop(self) -> None:
+        existing = [shard for shard in self._shards if shard is not None]
+        # Each stop joins its thread and closes its client: side by side, not one by one.
+        stopping = [threading.Thread(target=shard.stop) for shard in existing]
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join()
+
+    def assign(self, topic: str, next_offsets: dict[int, int]) -> None:
+        self._shard(topic).assign(topic, next_offsets)
+
+    def unassign(self, topic: str, partitions: int) -> None:
+        self._shard(topic).unassign(topic, partitions)
+
+    def commit(self, offsets: list[tuple[str, int, int]]) -> None:
+        by_shard: dict[int, list[tuple[str, int, int]]] = {}
+        for entry in offsets:
+            by_shard.setdefault(self._index(entry[0]), []).append(entry)
+        for index, entries in by_shard.items():
+            self._shard_at(index).commit(entries)
+
+    def _index(self, topic: str) -> int:
+        return zlib.crc32(topic.encode()) % len(self._shards)
+
+    def _shard(self, topic: str) -> IngestConsumer:
+        return self._shard_at(self._index(topic))
+
+    def _shard_at(self, index: int) -> IngestConsumer:
+        shard = self._shards[index]
+        if shard is None:
+            shard = self._shards[index] = self._make(self._in_flight, self._prefetch_kbytes)
+            if self._started:
+                shard.start()
+        return shard
