@@ -526,6 +526,10 @@ async def drain(app: web.Application, timeout_s: float) -> int:
 async def _health(request: web.Request) -> web.Response:
     if request.app[IN_FLIGHT].draining:
         return web.json_response({"status": "shutting down"}, status=503)
+    group = request.app[PARTS].group if PARTS in request.app else None
+    if group is not None and not group.ready:
+        # Group mode: it would answer (forwarding everything) but is not a member yet.
+        return web.json_response({"status": "joining the ingest group"}, status=503)
     return web.json_response({"status": "ok"})
 
 

@@ -85,6 +85,11 @@ class GroupOwnership:
         # One restore at a time: a partition revoked mid-restore and assigned again must not
         # be rebuilt twice at once.
         self._restoring = asyncio.Lock()
+        # Whether this gateway has joined the ingest group: had its first assignment (perhaps
+        # empty) and serves what it gave. Until then `/health` says it is not ready. (With
+        # cooperative rebalancing a joiner's first assignment is often empty: its share
+        # follows in a second round, once the others have released it.)
+        self._settled = False
 
     def start(self, ingest: IngestConsumer, loop: asyncio.AbstractEventLoop) -> None:
         self._ingest = ingest
@@ -94,6 +99,11 @@ class GroupOwnership:
 
     def serves(self, topic: str, partition: int) -> bool:
         return (topic, partition) in self._serving
+
+    @property
+    def ready(self) -> bool:
+        """Joined the ingest group and serving what it was given, or nothing to share yet."""
+        return self._settled or not self._registry.all_active()
 
     @property
     def served(self) -> int:
@@ -162,6 +172,10 @@ class GroupOwnership:
     # -- on the event loop -----------------------------------------------------------------
 
     def _take(self, partitions: Partitions) -> None:
+        if not partitions:
+            # Nothing (yet): the first round of a join, or more gateways than partitions.
+            self._settled = True
+            return
         self._assigned.update(partitions)
         task = asyncio.create_task(self._restore_and_serve(partitions))
         self._tasks.add(task)
@@ -178,6 +192,7 @@ class GroupOwnership:
                     if stale:
                         await self._restore(stale)
                     await self._serve(current + stale)
+                self._settled = True
                 break
             except Exception:
                 # Kafka unavailable, most likely: the group still gives them to this gateway.

@@ -64,7 +64,8 @@ class GroupListener(Protocol):
     """Told of the ingest group's decisions, on the ingest thread (group mode)."""
 
     def assigned(self, partitions: Partitions) -> None:
-        """These partitions are this gateway's now; must return at once (restore later)."""
+        """These partitions are this gateway's now (perhaps none, after a rebalance that gave
+        it nothing more); must return at once (restore later)."""
 
     def revoked(self, partitions: Partitions) -> None:
         """These partitions go to another gateway: return once they are no longer served
@@ -284,7 +285,8 @@ class IngestConsumer:
         # Assign nothing now (an assignment made here would start at the committed offset):
         # the listener's event loop assigns each partition once restored (`assign`).
         consumer.incremental_assign([])
-        if partitions and self._group_listener is not None and not self._closing:
+        # Told of an empty share too: the gateway is ready once it has its first one.
+        if self._group_listener is not None and not self._closing:
             self._group_listener.assigned([(tp.topic, tp.partition) for tp in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
