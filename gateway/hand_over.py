@@ -149,7 +149,7 @@ def _publish_store(
             for pk in partition_keys(record):
                 low, _ = watermarks(consumer, TopicPartition(record.topic, pk.partition), 30.0)
                 before = published
-                published += _publish_partition(store, pk, low, follower)
+                published += publish_partition(store, pk, low, follower)
                 if published // _PROGRESS_EVERY > before // _PROGRESS_EVERY:
                     log.info("hand-over: changelog records", extra={"records": published})
     finally:
@@ -157,7 +157,7 @@ def _publish_store(
     return published
 
 
-def _publish_partition(
+def publish_partition(
     store: LeaseStore, pk: PartitionKey, log_start: int, follower: FollowerProducer
 ) -> int:
     applied = store.applied_offset(pk)
