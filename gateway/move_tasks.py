@@ -242,6 +242,11 @@ class MoveTasks:
         for pk in partition_keys(source):
             if len(held) >= wanted:
                 break
+            if not self._messages.ownership.serves(source.topic, pk.partition):
+                # Group mode: another gateway serves it, and the copy here is not current;
+                # moving from it would send messages the owner still holds. (Not forwarded
+                # yet: such a task moves the messages of the partitions served here.)
+                continue
             if is_fifo(source):
                 # A FIFO DLQ: groups in order, none another consumer holds (and each locked
                 # while its messages are held).
