@@ -120,8 +120,19 @@ class FifoService:
         # In memory: a retry that reaches another gateway, or follows a restart, receives anew.
         self._attempts: OrderedDict[tuple[str, str], tuple[int, list[Received]]] = OrderedDict()
 
-    async def send(self, record: QueueRecord, message: StoredMessage) -> FifoSent:
+    async def send(
+        self, record: QueueRecord, message: StoredMessage, forward: bool = True
+    ) -> FifoSent:
+        """Send unless a duplicate. With several gateways, on the gateway serving the message
+        group's partition, whose lease store has the window (a forwarded send: `forward`
+        False, never forwarded again)."""
         assert message.deduplication_id is not None and message.deduplication_scope is not None
+        partitions = partition_keys(record)
+        target = partitions[group_partition(message.message_group_id or "", len(partitions))]
+        elsewhere = self._messages.owner_elsewhere(record, target, forward)
+        if elsewhere is not None:
+            owner, forwarder = elsewhere
+            return await forwarder.fifo_send(owner, record.topic, message)
         key = fifo.scope_key(
             message.deduplication_id, message.deduplication_scope, message.message_group_id
         )

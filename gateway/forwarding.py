@@ -26,6 +26,7 @@ import aiohttp
 
 from gateway import errors
 from gateway.errors import ServiceUnavailable, SqsError
+from gateway.fifo import FifoSent
 from lease_store.errors import LeaseError
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.store import Counts, Delivery, PartitionKey
@@ -255,6 +256,17 @@ class Forwarder:
             owner,
             "change_visibility",
             {"topic": topic, "handle": receipt_handle, "visibility_s": visibility_s},
+        )
+
+    async def fifo_send(self, owner: Owner, topic: str, message: StoredMessage) -> FifoSent:
+        """A FIFO send, deduplicated by the owner of its group's partition."""
+        answer = await self.call(
+            owner,
+            "fifo_send",
+            {"topic": topic, "message": base64.b64encode(message.encode()).decode()},
+        )
+        return FifoSent(
+            str(answer["message_id"]), str(answer["sequence_number"]), bool(answer["duplicate"])
         )
 
     async def purge(self, owner: Owner, topic: str, ends: dict[int, int]) -> int:

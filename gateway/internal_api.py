@@ -10,6 +10,7 @@ or `{"lease_error": ...}` (200) for the forwarding gateway to raise as it was ra
 
 from __future__ import annotations
 
+import base64
 import hmac
 import json
 import logging
@@ -31,6 +32,7 @@ from gateway.forwarding import (
 from gateway.messages import MessageService
 from gateway.queues import QueueRegistry
 from lease_store.errors import LeaseError
+from lease_store.records import StoredMessage
 from topology.catalog import QueueRecord
 from topology.producer import ProduceFailed
 
@@ -83,6 +85,18 @@ async def _change_visibility(
     return {}
 
 
+async def _fifo_send(
+    messages: MessageService, record: QueueRecord, body: dict[str, Any]
+) -> dict[str, Any]:
+    message = StoredMessage.decode(base64.b64decode(body["message"]))
+    sent = await messages.fifo.send(record, message, forward=False)
+    return {
+        "message_id": sent.message_id,
+        "sequence_number": sent.sequence_number,
+        "duplicate": sent.duplicate,
+    }
+
+
 async def _purge(
     messages: MessageService, record: QueueRecord, body: dict[str, Any]
 ) -> dict[str, Any]:
@@ -97,6 +111,7 @@ OPERATIONS: dict[str, Operation] = {
     "delete": _delete,
     "change_visibility": _change_visibility,
     "purge": _purge,
+    "fifo_send": _fifo_send,
 }
 
 

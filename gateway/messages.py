@@ -560,6 +560,14 @@ class MessageService:
             )
         return owner
 
+    def owner_elsewhere(
+        self, record: QueueRecord, pk: PartitionKey, forward: bool
+    ) -> tuple[Owner, Forwarder] | None:
+        """The gateway serving `pk` and the channel to it, when that is not this one (see
+        `_owner_elsewhere`); for the FIFO sends (`gateway/fifo.py`)."""
+        owner = self._owner_elsewhere(record, pk, forward)
+        return None if owner is None else (owner, self._forwarder_for(owner))
+
     def _forwarder_for(self, owner: Owner) -> Forwarder:
         if self._forwarder is None:
             raise ServiceUnavailable("No channel to the gateway serving this partition.")

@@ -334,6 +334,42 @@ def test_a_long_poll_wakes_for_a_message_on_a_partition_the_other_gateway_serves
     assert partition_of(answer["Messages"][0]["ReceiptHandle"]) == x_partition
 
 
+def test_a_fifo_send_through_either_gateway_is_deduplicated_by_the_owner_of_its_group(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: a FIFO queue and a message group on a partition X serves (Y does not)
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    name = f"dedup-{uuid.uuid4().hex[:12]}.fifo"
+    url = clients[0].create_queue(
+        QueueName=name, Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    x, y, x_partitions = serving_and_other(
+        gateways, kafka_bootstrap, topic_of(kafka_bootstrap, name)
+    )
+    group = next(
+        f"group-{i}"
+        for i in range(1000)
+        if zlib.crc32(f"group-{i}".encode()) % PARTITIONS == min(x_partitions)
+    )
+    # When: each body is sent through both gateways, once first through X, once through Y
+    answers = {
+        body: [
+            clients[first].send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group),
+            clients[1 - first].send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group),
+        ]
+        for body, first in (("through x first", x), ("through y first", y))
+    }
+    # Then: the second send of each is a duplicate answered as the original (MessageId and
+    # SequenceNumber), and the queue holds each body once
+    for first, again in answers.values():
+        assert (again["MessageId"], again["SequenceNumber"]) == (
+            first["MessageId"],
+            first["SequenceNumber"],
+        )
+    assert sorted(receive_all(clients, url, 2)) == sorted(answers)
+    eventually(lambda: True if counts(clients[0], url) == (0, 2) else None, "nothing else")
+
+
 def test_an_error_of_the_owner_reaches_the_client_of_the_forwarding_gateway_unchanged(
     gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
 ) -> None:
