@@ -66,7 +66,7 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         "--workers",
         default=os.environ.get("KQS_WORKERS", "1"),
         help="gateway processes sharing the port and the queue partitions, or 'auto' for one "
-        "per core (KQS_WORKERS; default 1: see README, 'Several workers')",
+        "per core (KQS_WORKERS; default 1: see README, 'Cluster profile')",
     )
     # Set by `--workers` on the processes it starts (gateway/workers.py).
     serve.add_argument("--pool-worker", action="store_true", help=argparse.SUPPRESS)

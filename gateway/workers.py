@@ -64,7 +64,16 @@ class _Worker:
 
 def run_workers(settings: Settings, workers: int, secret: bytes, worker_args: list[str]) -> int:
     """Supervise `workers` gateway processes until SIGTERM/SIGINT; the exit status."""
-    asyncio.run(hand_over_to_workers(settings))
+    try:
+        asyncio.run(hand_over_to_workers(settings))
+    except Exception as error:  # noqa: BLE001 - Kafka, RocksDB (locked), the hand-over itself
+        log.error(
+            "the single gateway's lease store could not be handed over to the workers; it is "
+            "kept as it was. Is a `kqs serve` still running on this data directory, and is "
+            "Kafka reachable? Then start again.",
+            extra={"lease_dir": str(settings.lease_dir), "error": str(error)},
+        )
+        return 1
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -85,7 +94,8 @@ def run_workers(settings: Settings, workers: int, secret: bytes, worker_args: li
                 status = 1
                 stop.set()
                 break
-            time.sleep(RESTART_DELAY_S)
+            if stop.wait(RESTART_DELAY_S):
+                break  # asked to stop meanwhile
             worker.start()
     _stop_all(pool)
     return status
