@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -21,6 +22,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     NewTopic,
     OffsetSpec,
 )
+
+log = logging.getLogger("kqs.admin")
 
 # Below the SQS SDKs' default read timeout (60 s) and the producer's delivery timeout (15 s,
 # `topology/producer.py`), so a CreateQueue fails on the admin call before anything else.
@@ -35,6 +38,16 @@ _CREATE_CHUNK = 500
 # share one fsync. Other topics (`__kqs_events`, `__kqs_leases`, consumer offsets) are copies
 # or analytics and are left to the OS page cache (docs/ARCHITECTURE.md, "Durability").
 FSYNC_EACH_APPEND = {"flush.messages": "1"}
+
+# ListOffsets answered with a stale leader epoch: tries in all (see `_list_offsets`).
+_LIST_OFFSETS_ATTEMPTS = 3
+_STALE_LEADER = frozenset(
+    {
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+    }
+)
 # incremental_alter_configs resources per request when existing topics are brought in line.
 _ALTER_CHUNK = 500
 # A replication factor of -1 asks the broker for its `default.replication.factor` (KIP-464),
@@ -56,6 +69,7 @@ class TopicAdmin:
             "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
             "socket.connection.setup.timeout.ms": 5_000,
         }
+        self._config = config
         self._admin = AdminClient(config)
         self._replication_factor = replication_factor
         self._fsync = fsync_durable_topics
@@ -194,6 +208,35 @@ class TopicAdmin:
         return list(zip(starts, ends, strict=True))
 
     async def _list_offsets(self, name: str, partitions: int, spec: OffsetSpec) -> list[int]:
+        """ListOffsets, asked again with fresh metadata when the partition's leader changed.
+
+        After a broker restart a partition's leader epoch grows; librdkafka's admin client
+        keeps sending its cached epoch, is answered FENCED_LEADER_EPOCH, and neither refreshes
+        its metadata nor retries (librdkafka #4620, as Kafka's own client did before
+        KAFKA-9535): the crash suite's broker kills under two gateways saw one retry a second
+        for minutes, the partitions never taken. So: refresh the metadata and ask again, and
+        the last time with a new client.
+        """
+        for attempt in range(_LIST_OFFSETS_ATTEMPTS):
+            try:
+                return await self._list_offsets_once(name, partitions, spec)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                stale = isinstance(error, KafkaError) and error.code() in _STALE_LEADER
+                if not stale or attempt == _LIST_OFFSETS_ATTEMPTS - 1:
+                    raise
+                log.info("stale partition leader: metadata refreshed", extra={"topic": name})
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self._refresh_metadata, name, attempt == _LIST_OFFSETS_ATTEMPTS - 2
+                )
+        raise AssertionError("unreachable")
+
+    def _refresh_metadata(self, name: str, new_client: bool) -> None:
+        if new_client:
+            self._admin = AdminClient(self._config)
+        self._admin.list_topics(name, timeout=REQUEST_TIMEOUT_S)
+
+    async def _list_offsets_once(self, name: str, partitions: int, spec: OffsetSpec) -> list[int]:
         futures = self._admin.list_offsets(
             {TopicPartition(name, p): spec for p in range(partitions)},
             request_timeout=REQUEST_TIMEOUT_S,
