@@ -286,6 +286,9 @@ async def backlog_drain(
     }
 
 
+HOLD_VISIBILITY_S = 43_200
+
+
 @dataclass(frozen=True)
 class ScaleParams:
     users: int
@@ -371,7 +374,9 @@ async def scale(client: Client, params: ScaleParams) -> dict[str, Any]:
 
     sent = await run_phase("send", send_jobs, send)
 
-    # Hold `in_flight` messages per queue: receive without deleting (visibility 600 s).
+    # Hold `in_flight` messages per queue: receive without deleting, for SQS's longest
+    # visibility timeout (12 h), so that none is visible again while the phase goes on (the
+    # full profile's hold phase took 17 minutes; with 600 s the first queues' holds lapsed).
     recv_jobs = [url for url in urls for _ in range((params.in_flight + 9) // 10)]
 
     async def hold(url: str) -> int:
@@ -380,7 +385,7 @@ async def scale(client: Client, params: ScaleParams) -> dict[str, Any]:
             {
                 "QueueUrl": url,
                 "MaxNumberOfMessages": 10,
-                "VisibilityTimeout": 600,
+                "VisibilityTimeout": HOLD_VISIBILITY_S,
                 "WaitTimeSeconds": 1,
             },
         )
