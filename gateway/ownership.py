@@ -245,7 +245,7 @@ class GroupOwnership:
             t for t in rebuild_targets(records.values()) if (t.topic, t.pk.partition) in wanted
         ]
         for target in targets:
-            self._leases.drop_partition(target.pk)
+            self._leases.drop_partition(target.pk, offsets=False)
         loop = asyncio.get_running_loop()
         stats = await loop.run_in_executor(
             None, rebuild_leases, self._bootstrap, self._leases.kv, targets, self._clock.now_ms()

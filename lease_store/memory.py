@@ -47,6 +47,14 @@ class MemoryKeyValueStore(KeyValueStore):
                     bisect.insort(self._keys, key)
                 self._values[key] = value
 
+    def delete_range(self, start: bytes, end: bytes) -> None:
+        self._check_open()
+        low = bisect.bisect_left(self._keys, start)
+        high = max(low, bisect.bisect_left(self._keys, end))
+        for key in self._keys[low:high]:
+            del self._values[key]
+        del self._keys[low:high]
+
     def close(self) -> None:
         self._values.clear()
         self._keys.clear()

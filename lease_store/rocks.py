@@ -57,6 +57,10 @@ class RocksKeyValueStore(KeyValueStore):
                 rocks_batch.put(key, value)
         self._db.write(rocks_batch, self._sync if sync else self._nosync)
 
+    def delete_range(self, start: bytes, end: bytes) -> None:
+        if start < end:
+            self._db.delete_range(start, end, self._nosync)
+
     def sync(self) -> None:
         self._db.flush_wal(True)  # write and fsync the WAL: what `sync=True` writes would do
 
@@ -92,6 +96,9 @@ class ReadOnlyRocksKeyValueStore(RocksKeyValueStore):
                 time.sleep(0.02 * (attempt + 1))
 
     def write(self, batch: WriteBatch, *, sync: bool = False) -> None:
+        raise PermissionError("this view of the lease store is read-only")
+
+    def delete_range(self, start: bytes, end: bytes) -> None:
         raise PermissionError("this view of the lease store is read-only")
 
     def sync(self) -> None:

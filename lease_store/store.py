@@ -603,23 +603,15 @@ class LeaseStore:
         self._commit(pk, st, batch, sync=True, report_facts=False)
         return dropped
 
-    def drop_partition(self, pk: PartitionKey) -> list[int]:
-        """Forget everything about a partition (its queue was deleted).
+    def drop_partition(self, pk: PartitionKey, *, offsets: bool = True) -> list[int]:
+        """Forget everything about a partition (its queue was deleted, or it is restored).
 
-        Returns the offsets of the messages it still held, so that their changelog records
-        can be removed too.
+        Returns the offsets of the messages it still held (unless `offsets` is False), so
+        that their changelog records can be removed too.
         """
-        dropped: list[int] = []
+        dropped = [offset for offset, _ in self.facts(pk)] if offsets else []
         for tag in (b"F", b"V", b"R", b"M", b"X", b"U", b"W", b"G"):
-            start = tag + pk.prefix
-            end = tag + pk.prefix + b"\xff" * 16
-            while rows := self._kv.scan(start, end, limit=1000):
-                batch = WriteBatch()
-                for key, _ in rows:
-                    batch.delete(key)
-                    if tag == b"F":
-                        dropped.append(_I64.unpack_from(key, 1 + len(pk.prefix))[0])
-                self._kv.write(batch)
+            self._kv.delete_range(tag + pk.prefix, tag + pk.prefix + b"\xff" * 16)
         batch = WriteBatch()
         batch.delete(_state_key(pk))
         self._kv.write(batch, sync=True)

@@ -458,3 +458,42 @@ def test_stores_at_different_paths_are_independent(tmp_path: Path) -> None:
     finally:
         one.close()
         two.close()
+
+
+@on_every_backend
+def test_delete_range_removes_exactly_the_keys_from_start_to_before_end(kv: KeyValueStore) -> None:
+    # Given
+    put(kv, (b"a", b"1"), (b"b", b"2"), (b"b\x00", b"3"), (b"c", b"4"), (b"d", b"5"))
+
+    # When
+    kv.delete_range(b"b", b"d")
+
+    # Then
+    assert kv.scan(b"", b"\xff") == [(b"a", b"1"), (b"d", b"5")]
+    assert kv.get(b"b") is None and kv.get(b"c") is None
+
+
+@on_every_backend
+def test_delete_range_of_an_empty_or_inverted_range_changes_nothing(kv: KeyValueStore) -> None:
+    # Given
+    put(kv, (b"a", b"1"), (b"b", b"2"))
+
+    # When
+    kv.delete_range(b"x", b"z")
+    kv.delete_range(b"b", b"a")
+
+    # Then
+    assert kv.scan(b"", b"\xff") == [(b"a", b"1"), (b"b", b"2")]
+
+
+@on_every_backend
+def test_keys_written_after_a_delete_range_are_kept(kv: KeyValueStore) -> None:
+    # Given
+    put(kv, (b"k1", b"old"), (b"k2", b"old"))
+    kv.delete_range(b"k", b"l")
+
+    # When
+    put(kv, (b"k1", b"new"))
+
+    # Then
+    assert kv.scan(b"k", b"l") == [(b"k1", b"new")]
