@@ -59,7 +59,9 @@ class Settings:
     # librdkafka producers the queue topics are spread over (topology/producer.py AsyncProducer).
     producer_shards: int = field(default_factory=lambda: _env_int("KQS_PRODUCER_SHARDS", 16))
     # Consumers the queue topics are read by, one gateway (topology/ingest.py IngestShards).
-    ingest_shards: int = field(default_factory=lambda: _env_int("KQS_INGEST_SHARDS", 8))
+    # 1 until more is shown to pay: with 8, 10,000 queues × 20 messages sent no faster and
+    # cost 1 GB more RSS and half the queue-creation rate (bench/results/PROFILE.md, session 8).
+    ingest_shards: int = field(default_factory=lambda: _env_int("KQS_INGEST_SHARDS", 1))
     offset_commit_interval_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))
     )
