@@ -145,6 +145,21 @@ def _wait_until_empty(endpoint: str, urls: list[str], timeout_s: float) -> None:
         time.sleep(0.5)
 
 
+def _broker_kill_cycles(
+    kafka_dir: Path, port: int, controller_port: int, rng: random.Random
+) -> list[float]:
+    """SIGKILL the broker `SIZE.broker_kills` times under load; each restart's duration."""
+    restarts: list[float] = []
+    for _ in range(SIZE.broker_kills):
+        time.sleep(rng.uniform(2.0, 4.0))
+        assert broker.kill(kafka_dir)
+        time.sleep(rng.uniform(0.5, 3.0))  # down for a while: requests must fail, not hang
+        began = time.monotonic()
+        broker.start(kafka_dir, port=port, controller_port=controller_port)
+        restarts.append(time.monotonic() - began)
+    return restarts
+
+
 @pytest.mark.slow
 def test_gateway_sigkill_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
     gateway = GatewayProcess(tmp_path / "gateway", kafka_bootstrap)
@@ -178,19 +193,12 @@ def test_broker_sigkill_cycles(kafka_dir: Path, tmp_path: Path) -> None:
     gateway = GatewayProcess(tmp_path / "gateway", info.bootstrap)
     gateway.start()
     rng = random.Random(7)
-    restarts: list[float] = []
     workload: Workload | None = None
     try:
         urls = _queues(gateway.endpoint, SIZE.queues)
         workload = Workload(gateway.endpoint, urls, SIZE.producers, SIZE.consumers)
         workload.start()
-        for _ in range(SIZE.broker_kills):
-            time.sleep(rng.uniform(2.0, 4.0))
-            assert broker.kill(kafka_dir)
-            time.sleep(rng.uniform(0.5, 3.0))  # down for a while: requests must fail, not hang
-            began = time.monotonic()
-            broker.start(kafka_dir, port=port, controller_port=controller_port)
-            restarts.append(time.monotonic() - began)
+        restarts = _broker_kill_cycles(kafka_dir, port, controller_port, rng)
         # The gateway stays up throughout: clients never lose their connection to it.
         _finish(
             workload, gateway, urls, "broker SIGKILL", restarts, connection_errors_expected=False
@@ -220,7 +228,6 @@ def test_broker_sigkill_cycles_under_two_gateways(kafka_dir: Path, tmp_path: Pat
         GatewayProcess(tmp_path / f"gateway-{i}", info.bootstrap, env=SCALE_OUT_ENV) for i in (1, 2)
     ]
     rng = random.Random(13)
-    restarts: list[float] = []
     workload: Workload | None = None
     try:
         for gateway in serving:
@@ -228,13 +235,7 @@ def test_broker_sigkill_cycles_under_two_gateways(kafka_dir: Path, tmp_path: Pat
         urls = _queues(serving[0].endpoint, SIZE.queues)
         workload = Workload([g.endpoint for g in serving], urls, SIZE.producers, SIZE.consumers)
         workload.start()
-        for _ in range(SIZE.broker_kills):
-            time.sleep(rng.uniform(2.0, 4.0))
-            assert broker.kill(kafka_dir)
-            time.sleep(rng.uniform(0.5, 3.0))
-            began = time.monotonic()
-            broker.start(kafka_dir, port=port, controller_port=controller_port)
-            restarts.append(time.monotonic() - began)
+        restarts = _broker_kill_cycles(kafka_dir, port, controller_port, rng)
         _finish(
             workload,
             serving[0],

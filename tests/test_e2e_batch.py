@@ -144,18 +144,24 @@ def test_send_batch_reports_bad_entries_and_sends_the_good_ones(
 
 
 def test_send_batch_entry_delay_applies_per_entry(sqs: Any, new_queue: NewQueue) -> None:
+    # 3 s, not 1: on a loaded machine the first receive once answered more than 1 s after
+    # the send began, when the delayed entry was rightly visible already.
+    delay_s = 3
     url = new_queue("batchdelay")
+    began = time.monotonic()
     sqs.send_message_batch(
         QueueUrl=url,
         Entries=[
             {"Id": "now", "MessageBody": "now"},
-            {"Id": "later", "MessageBody": "later", "DelaySeconds": 1},
+            {"Id": "later", "MessageBody": "later", "DelaySeconds": delay_s},
         ],
     )
     first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert time.monotonic() - began < delay_s, "too slow to tell: the delay had ended"
     assert [m["Body"] for m in first] == ["now"]
-    second = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"]
+    second = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=delay_s + 5)["Messages"]
     assert [m["Body"] for m in second] == ["later"]
+    assert time.monotonic() - began >= delay_s  # not before its delay ended
 
 
 def _entries(count: int, body: str = "x") -> list[dict[str, Any]]:

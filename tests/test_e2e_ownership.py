@@ -163,6 +163,15 @@ def partition_of(handle: str) -> int:
     return ReceiptHandleCodec(SECRET.encode()).decode(handle).partition
 
 
+def group_on(partition: int) -> str:
+    """A FIFO message group whose messages go to `partition` (CRC-32 of the group id)."""
+    return next(
+        f"group-{i}"
+        for i in range(1000)
+        if zlib.crc32(f"group-{i}".encode()) % PARTITIONS == partition
+    )
+
+
 def counts(sqs: Any, url: str) -> tuple[int, int]:
     attributes = sqs.get_queue_attributes(
         QueueUrl=url,
@@ -228,6 +237,27 @@ def test_messages_sent_through_either_gateway_are_received_once_and_deleted_thro
     # Then
     assert counts(a, url) == (0, 0) and counts(b, url) == (0, 0)
     assert b.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages", []) == []
+
+
+def test_a_standard_send_goes_to_a_partition_its_gateway_serves(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: a queue whose partitions the gateways share, X serving some of them
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    name = f"local-{uuid.uuid4().hex[:12]}"
+    url = clients[0].create_queue(QueueName=name)["QueueUrl"]
+    x, _, x_partitions = serving_and_other(
+        gateways, kafka_bootstrap, topic_of(kafka_bootstrap, name)
+    )
+    # When: messages are sent through X
+    bodies = [f"local-{i}" for i in range(2 * PARTITIONS)]
+    for body in bodies:
+        clients[x].send_message(QueueUrl=url, MessageBody=body)
+    # Then: each is on a partition X serves (applied there from its delivery report, not
+    # after another gateway's ingest fetch), in turn over all of them
+    got = receive_all([clients[x]], url, len(bodies))
+    assert sorted(got) == sorted(bodies)
+    assert {partition_of(handles[0]) for handles in got.values()} == x_partitions
 
 
 def test_batch_deletes_and_visibility_changes_reach_every_partitions_owner(
@@ -310,11 +340,7 @@ def test_a_long_poll_wakes_for_a_message_on_a_partition_the_other_gateway_serves
     topic = topic_of(kafka_bootstrap, name)
     x, y, x_partitions = serving_and_other(gateways, kafka_bootstrap, topic)
     x_partition = min(x_partitions)
-    group = next(
-        f"group-{i}"
-        for i in range(1000)
-        if zlib.crc32(f"group-{i}".encode()) % PARTITIONS == x_partition
-    )
+    group = group_on(x_partition)
     answers: list[Any] = []
     poller = threading.Thread(
         target=lambda: answers.append(clients[y].receive_message(QueueUrl=url, WaitTimeSeconds=20))
@@ -346,11 +372,7 @@ def test_a_fifo_send_through_either_gateway_is_deduplicated_by_the_owner_of_its_
     x, y, x_partitions = serving_and_other(
         gateways, kafka_bootstrap, topic_of(kafka_bootstrap, name)
     )
-    group = next(
-        f"group-{i}"
-        for i in range(1000)
-        if zlib.crc32(f"group-{i}".encode()) % PARTITIONS == min(x_partitions)
-    )
+    group = group_on(min(x_partitions))
     # When: each body is sent through both gateways, once first through X, once through Y
     answers = {
         body: [
