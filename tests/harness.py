@@ -342,6 +342,18 @@ def signed_headers(
     return dict(request.prepare().headers)
 
 
+def visible_and_in_flight(sqs: Any, url: str) -> tuple[int, int]:
+    """The queue's ApproximateNumberOfMessages and ...NotVisible, as numbers."""
+    attributes = sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return (
+        int(attributes["ApproximateNumberOfMessages"]),
+        int(attributes["ApproximateNumberOfMessagesNotVisible"]),
+    )
+
+
 _T = TypeVar("_T")
 
 

@@ -25,6 +25,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from lease_store.handles import ReceiptHandleCodec
 from tests.harness import ACCOUNT_ID, GatewayProcess, client_for
 from tests.harness import eventually as harness_eventually
+from tests.harness import visible_and_in_flight as counts
 from topology.changelog import parse_key
 from topology.names import LEASES_TOPIC, OWNERS_TOPIC
 from topology.owners import Owner, parse_owner_key
@@ -169,17 +170,6 @@ def group_on(partition: int) -> str:
         f"group-{i}"
         for i in range(1000)
         if zlib.crc32(f"group-{i}".encode()) % PARTITIONS == partition
-    )
-
-
-def counts(sqs: Any, url: str) -> tuple[int, int]:
-    attributes = sqs.get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return (
-        int(attributes["ApproximateNumberOfMessages"]),
-        int(attributes["ApproximateNumberOfMessagesNotVisible"]),
     )
 
 

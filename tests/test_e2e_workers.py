@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from botocore.config import Config
 
-from tests.harness import GatewayProcess, client_for, free_port
+from tests.harness import GatewayProcess, client_for, free_port, visible_and_in_flight
 from tests.harness import eventually as harness_eventually
 
 BOUND_S = 60.0
@@ -89,14 +89,7 @@ def fresh_client(protocol: str, endpoint: str) -> Any:
 
 
 def counts(protocol: str, endpoint: str, url: str) -> tuple[int, int]:
-    attributes = fresh_client(protocol, endpoint).get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return (
-        int(attributes["ApproximateNumberOfMessages"]),
-        int(attributes["ApproximateNumberOfMessagesNotVisible"]),
-    )
+    return visible_and_in_flight(fresh_client(protocol, endpoint), url)
 
 
 def send(protocol: str, endpoint: str, url: str, bodies: list[str]) -> None:
