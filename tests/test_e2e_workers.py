@@ -184,14 +184,14 @@ def test_a_killed_worker_is_started_again_and_nothing_is_lost(
     assert "worker exited: restarting it" in workers.log_path.read_text()
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_one_gateway_hands_over_to_workers_and_back(
-    tmp_path: Path, kafka_ports: tuple[int, int]
+    tmp_path: Path, kafka_ports: tuple[int, int], protocol: str
 ) -> None:
     """One gateway is SIGKILLed (its changelog may lack its last changes; its WAL has them),
     workers take its data directory over, then one gateway again: at each step exactly the
     messages neither deleted nor in flight are received, and in-flight ones stay hidden."""
     data = tmp_path / "data"
-    protocol = "json"
     single = kqs_serve(data, kafka_ports)
     single.start(timeout_s=120)
     try:
