@@ -16,8 +16,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -28,10 +28,12 @@ from gateway.iam.config import Directory
 from gateway.iam.policy import Decision, Policy, PolicyError
 from gateway.iam.principal import Principal, anonymous
 from gateway.move_tasks import decode_handle
-from gateway.queues import QueueRegistry, parse_arn
+from gateway.queues import QueueRegistry, parse_arn, url_path_parts
 from topology.names import REGION_PATTERN
 
 log = logging.getLogger("kqs.auth")
+
+_NO_QUERY: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +48,9 @@ def authenticate(request: web.Request, body: bytes, directory: Directory, now: d
     The region decides which region's queues the request sees, and it is part of topic
     names, so a region that cannot be one (`names.REGION_PATTERN`) is refused.
     """
-    headers, query = request.headers, request.query
+    headers = request.headers
+    # `request.query` builds a MultiDict from the URL: only presigned URLs need it.
+    query: Mapping[str, str] = request.query if request.query_string else _NO_QUERY
     if not sigv4.is_signed(headers, query):
         return Caller(anonymous(directory.default_account_id), None)
     access_key = sigv4.access_key_of(headers, query) if directory.accept_any_access_key else None
@@ -204,7 +208,7 @@ def _named_queue(
     on: a queue URL or name is in the request's region, an ARN names its own."""
     queue_url = params.get("QueueUrl")
     if isinstance(queue_url, str) and queue_url:
-        parts = [p for p in urlsplit(queue_url).path.split("/") if p]
+        parts = url_path_parts(queue_url)
         if len(parts) == 1:
             return region, caller_account, parts[0]
         if len(parts) >= 2:

@@ -171,8 +171,9 @@ class MessageService:
         if delivered.offset <= self._leases.applied_offset(pk):
             applied.set_result(None)  # ingest was first
             return
-        if delivered.timestamp_ms > 0:
-            # What ingest would read back: the broker's timestamp (CreateTime: ours).
+        if 0 < delivered.timestamp_ms != message.sent_ms:
+            # What ingest would read back: the broker's timestamp (CreateTime: ours, so this
+            # differs only under LogAppendTime).
             message = replace(message, sent_ms=delivered.timestamp_ms)
         self._ahead[pk][delivered.offset] = message
         self._to_apply[pk] = (current, delivered.topic, delivered.partition)
@@ -408,10 +409,9 @@ class MessageService:
         return owners
 
     def _over_in_flight_limit(self, record: QueueRecord) -> bool:
-        now_ms = self._clock.now_ms()
-        in_flight = sum(self._leases.counts(pk, now_ms).in_flight for pk in self._served(record))
-        # Expired messages still count until `expire` drops them: only a queue that looks
-        # full pays for it.
+        in_flight = sum(self._leases.in_flight_at_most(pk) for pk in self._served(record))
+        # Ended leases and expired messages still count in that bound: only a queue that
+        # looks full pays for the exact count.
         return in_flight >= limits.MAX_IN_FLIGHT and (
             self.counts(record).in_flight >= limits.MAX_IN_FLIGHT
         )

@@ -99,6 +99,15 @@ def effective_attributes(record: QueueRecord) -> dict[str, str]:
     return {**defaults, **record.attributes}
 
 
+@lru_cache(maxsize=4096)
+def url_path_parts(queue_url: str) -> tuple[str, ...]:
+    """The non-empty segments of a queue URL's path (of any host), or of a bare path or name.
+
+    Cached: requests name the same few queue URLs again and again.
+    """
+    return tuple(p for p in urlsplit(queue_url).path.split("/") if p)
+
+
 def parse_arn(arn: str) -> tuple[str, str, str] | None:
     """(region, account id, queue name) of a queue ARN, or None."""
     match = _ARN.match(arn)
@@ -248,7 +257,7 @@ class QueueRegistry:
 
         Queue URLs do not carry the region; the request's signature does.
         """
-        parts = [p for p in urlsplit(queue_url).path.split("/") if p]
+        parts = url_path_parts(queue_url)
         if len(parts) == 1:
             account_id, name = caller_account, parts[0]
         elif len(parts) >= 2:

@@ -73,11 +73,12 @@ def receive(fact: LeaseFact, now_ms: int, visibility_ms: int) -> LeaseFact:
     """Lease a visible message for `visibility_ms`."""
     if state_at(fact, now_ms) is not MessageState.VISIBLE:
         raise MessageNotAvailable("message is not visible")
-    return fact.with_changes(
-        visible_at_ms=now_ms + visibility_ms,
-        receive_count=fact.receive_count + 1,
-        first_receive_ms=fact.first_receive_ms or now_ms,
-        last_receive_ms=now_ms,
+    return LeaseFact(
+        fact.sent_ms,
+        now_ms + visibility_ms,
+        fact.receive_count + 1,
+        fact.first_receive_ms or now_ms,
+        now_ms,
     )
 
 
@@ -96,7 +97,7 @@ def change_visibility(
         raise MessageNotInflight("message was never received")
     if now_ms + visibility_ms - fact.last_receive_ms > MAX_LEASE_SPAN_MS:
         raise VisibilityTooLong("total visibility timeout would exceed 12 hours")
-    return fact.with_changes(visible_at_ms=now_ms + visibility_ms)
+    return fact.with_visible_at(now_ms + visibility_ms)
 
 
 def is_expired(fact: LeaseFact, now_ms: int, retention_ms: int) -> bool:

@@ -72,10 +72,12 @@ _FIFO_GROUP_CACHE = 50_000  # offsets per partition whose message group is kept 
 class PartitionKey:
     incarnation: bytes  # 16 bytes
     partition: int
+    # Every key of the partition starts with it: built once (a message operation builds
+    # several keys; recomputing it was ~20 calls per message moved).
+    prefix: bytes = field(init=False, repr=False, compare=False)
 
-    @property
-    def prefix(self) -> bytes:
-        return self.incarnation + _U32.pack(self.partition)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefix", self.incarnation + _U32.pack(self.partition))
 
 
 @dataclass(slots=True)
@@ -271,6 +273,11 @@ class LeaseStore:
             self._sweep(pk, st, now_ms, batch)
             self._commit(pk, st, batch)
         return Counts(st.visible, st.in_flight, st.delayed)
+
+    def in_flight_at_most(self, pk: PartitionKey) -> int:
+        """An upper bound of the in-flight count, without sweeping: a sweep only moves
+        messages out of flight (their leases ended), never into it."""
+        return self._state(pk).in_flight
 
     def next_visible_at_ms(self, pk: PartitionKey, now_ms: int) -> int | None:
         """When the next lease or delay of this partition ends after `now_ms`, if any."""
@@ -479,7 +486,7 @@ class LeaseStore:
                 if state.is_expired(fact, now_ms, retention_ms):
                     self._drop(pk, st, offset, fact, batch)
                     continue
-                taken = fact.with_changes(visible_at_ms=now_ms + hold_ms)
+                taken = fact.with_visible_at(now_ms + hold_ms)
                 self._replace_fact(pk, st, offset, fact, taken, batch)
                 held.append(Delivery(offset, taken, self._message(pk, offset)))
             self._commit(pk, st, batch)
@@ -745,13 +752,13 @@ class LeaseStore:
                     outcome.expired_ids.append(message.message_id)
                     continue
                 if hold_ms is not None:
-                    held = fact.with_changes(visible_at_ms=now_ms + hold_ms)
+                    held = fact.with_visible_at(now_ms + hold_ms)
                     self._replace_fact(pk, st, offset, fact, held, batch)
                     outcome.delivered.append(Delivery(offset, held, message))
                     taken.setdefault(group, []).append(offset)
                     continue
                 if state.exceeds_max_receives(fact, max_receive_count):
-                    held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
+                    held = fact.with_visible_at(now_ms + dead_letter_hold_ms)
                     self._replace_fact(pk, st, offset, fact, held, batch)
                     outcome.dead_letter.append(Delivery(offset, held, message))
                     taken.setdefault(group, []).append(offset)
@@ -858,7 +865,7 @@ class LeaseStore:
             outcome.expired += 1
             outcome.expired_ids.append(message.message_id)
         elif state.exceeds_max_receives(fact, max_receive_count):
-            held = fact.with_changes(visible_at_ms=now_ms + dead_letter_hold_ms)
+            held = fact.with_visible_at(now_ms + dead_letter_hold_ms)
             self._replace_fact(pk, st, offset, fact, held, batch)
             outcome.dead_letter.append(Delivery(offset, held, message))
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from lease_store import state
@@ -242,9 +244,7 @@ def test_a_lease_ending_exactly_12_hours_after_the_last_receive_is_allowed() -> 
 
 def test_the_12_hour_limit_counts_from_the_latest_receive_not_the_first() -> None:
     # Given a message first received a day ago and received again at T0
-    fact = an_in_flight_fact(received_ms=T0).with_changes(
-        first_receive_ms=T0 - DAY_MS, receive_count=2
-    )
+    fact = replace(an_in_flight_fact(received_ms=T0), first_receive_ms=T0 - DAY_MS, receive_count=2)
 
     # When
     changed = state.change_visibility(fact, receipt_epoch=2, now_ms=T0, visibility_ms=12 * HOUR_MS)
@@ -295,7 +295,7 @@ def test_a_message_expires_once_it_is_as_old_as_the_retention_period(
 
 def test_expiry_counts_from_the_send_time_not_from_the_receives() -> None:
     # Given a message received recently but sent long ago
-    fact = an_in_flight_fact(received_ms=T0).with_changes(sent_ms=T0 - RETENTION_MS)
+    fact = replace(an_in_flight_fact(received_ms=T0), sent_ms=T0 - RETENTION_MS)
 
     # When / Then
     assert state.is_expired(fact, now_ms=T0, retention_ms=RETENTION_MS)

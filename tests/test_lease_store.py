@@ -300,6 +300,24 @@ def test_has_visible_tells_whether_a_receive_would_find_a_message(
 
 
 @on_every_backend
+def test_in_flight_at_most_bounds_the_exact_count_without_reading_the_clock(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given two messages, one received
+    store.ingest(PK, records([0, 1]))
+    receive(store, clock, max_messages=1)
+    assert store.in_flight_at_most(PK) == 1
+
+    # When its lease has ended but nothing has looked since
+    clock.advance(VISIBILITY_MS)
+
+    # Then the bound still counts it, while the exact count (which sweeps) does not
+    assert store.in_flight_at_most(PK) == 1
+    assert counts(store, clock).in_flight == 0
+    assert store.in_flight_at_most(PK) == 0
+
+
+@on_every_backend
 def test_counts_stay_exact_through_a_sequence_of_operations(
     store: LeaseStore, clock: ManualClock
 ) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from functools import partial
 from typing import Any, Final
@@ -105,6 +106,14 @@ def deleted(ts_ms: int, account_id: str, queue_name: str, message_id: str, *, re
 _text = partial(json.dumps, ensure_ascii=False)
 
 
+_PLAIN_ID = re.compile(r"[0-9A-Za-z-]+")
+
+
+def _id_text(message_id: str) -> str:
+    """`message_id` as a JSON string: our ids (UUIDs) need no escaping, so skip json.dumps."""
+    return f'"{message_id}"' if _PLAIN_ID.fullmatch(message_id) else _text(message_id)
+
+
 def queue_members(account_id: str, queue_name: str, region: str) -> str:
     """The JSON members naming a queue, encoded once per queue for the `encode_*` below."""
     return f',"account":{_text(account_id)},"queue":{_text(queue_name)},"region":{_text(region)}'
@@ -113,21 +122,21 @@ def queue_members(account_id: str, queue_name: str, region: str) -> str:
 def encode_sent(ts_ms: int, queue: str, message_id: str, size: int) -> bytes:
     return (
         f'{{"v":{VERSION},"type":"{SENT}","ts":{ts_ms:d}{queue},"count":1,'
-        f'"message_id":{_text(message_id)},"size":{size:d}}}'
+        f'"message_id":{_id_text(message_id)},"size":{size:d}}}'
     ).encode()
 
 
 def encode_received(ts_ms: int, queue: str, message_id: str, receive_count: int) -> bytes:
     return (
         f'{{"v":{VERSION},"type":"{RECEIVED}","ts":{ts_ms:d}{queue},"count":1,'
-        f'"message_id":{_text(message_id)},"receive_count":{receive_count:d}}}'
+        f'"message_id":{_id_text(message_id)},"receive_count":{receive_count:d}}}'
     ).encode()
 
 
 def encode_deleted(ts_ms: int, queue: str, message_id: str) -> bytes:
     return (
         f'{{"v":{VERSION},"type":"{DELETED}","ts":{ts_ms:d}{queue},"count":1,'
-        f'"message_id":{_text(message_id)}}}'
+        f'"message_id":{_id_text(message_id)}}}'
     ).encode()
 
 

@@ -46,8 +46,7 @@ MAX_PRESIGNED_EXPIRES_S = 7 * 24 * 3600
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 _AMZ_DATE = "%Y%m%dT%H%M%SZ"
 _PARAM = re.compile(r"(\w+)=([^,\s]*)")
-# ASCII whitespace that str.split() would collapse or strip: anything but single inner spaces.
-_NEEDS_TRIM = re.compile(r"[\t\n\x0b\x0c\r\x1c-\x1f]|  |^ | $")
+_PARAM_VALUE = re.compile(r"[^,\s]*")
 
 SecretOf = Callable[[str], str | None]
 
@@ -126,7 +125,7 @@ def verify(
             method.upper(),
             _canonical_path(path),
             _canonical_query(pairs) if pairs else "",
-            "".join([f"{name}:{_header_value(headers, name)}\n" for name in signed.signed_headers]),
+            _canonical_headers(headers, signed.signed_headers),
             ";".join(signed.signed_headers),
         ]
     )
@@ -160,7 +159,18 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
 
 
 def _header_params(authorization: str) -> dict[str, str]:
+    # Only the signature changes from one request of a client to the next: the rest (the
+    # credential scope and the signed headers) is parsed once per client and day.
+    head, separator, signature = authorization.rpartition(", Signature=")
+    if separator and signature and _PARAM_VALUE.fullmatch(signature):
+        return {**_head_params(head), "Signature": signature}
     _, _, rest = authorization.partition(" ")
+    return dict(_PARAM.findall(rest))
+
+
+@lru_cache(maxsize=256)
+def _head_params(head: str) -> dict[str, str]:
+    _, _, rest = head.partition(" ")
     return dict(_PARAM.findall(rest))
 
 
@@ -331,6 +341,21 @@ def _canonical_path(path: str) -> str:
     return quote(normalized, safe="/~")
 
 
+def _canonical_headers(headers: Mapping[str, str], names: tuple[str, ...]) -> str:
+    """The canonical headers block: `name:value\n` for each signed header, in order."""
+    getall = getattr(headers, "getall", None)
+    if getall is None:
+        return "".join([f"{name}:{_header_value(headers, name)}\n" for name in names])
+    lines = []
+    for name in names:
+        values = getall(name, ())
+        if len(values) == 1 and _is_trimmed(value := values[0]):
+            lines.append(f"{name}:{value}\n")  # nearly every header: nothing to collapse
+        else:
+            lines.append(f"{name}:{_header_value(headers, name)}\n")
+    return "".join(lines)
+
+
 def _header_value(headers: Mapping[str, str], name: str) -> str:
     getall = getattr(headers, "getall", None)
     values = getall(name, ()) if getall is not None else (headers.get(name, ""),)
@@ -341,6 +366,19 @@ def _header_value(headers: Mapping[str, str], name: str) -> str:
 
 def _trimmed(value: str) -> str:
     """The value with its outer whitespace removed and inner runs collapsed to one space."""
-    if value.isascii() and not _NEEDS_TRIM.search(value):
+    if _is_trimmed(value):
         return value  # nearly every header: nothing to collapse
     return " ".join(value.split())
+
+
+def _is_trimmed(value: str) -> bool:
+    """True when `_trimmed` would return `value` unchanged, by checks cheaper than a regex:
+    printable ASCII has no whitespace but the space, so only runs of spaces and outer
+    spaces are left to look for."""
+    return (
+        value.isascii()
+        and value.isprintable()
+        and "  " not in value
+        and not value.startswith(" ")
+        and not value.endswith(" ")
+    )
