@@ -140,6 +140,7 @@ class _Parts:
             },
             changelog_records=self.changelog.published,
             changelog_failures=self.changelog.failures,
+            changelog_pending=self.changelog.pending,
             lease_syncs=messages.group_sync.syncs,
             lease_sync_waiters=messages.group_sync.waiters,
             long_polls_parked=self.signals.parked,

@@ -104,6 +104,7 @@ class Snapshot:
     producers: Mapping[str, ProducerStatistics] = field(default_factory=dict)
     changelog_records: int = 0
     changelog_failures: int = 0
+    changelog_pending: int = 0
     lease_syncs: int = 0
     lease_sync_waiters: int = 0
     long_polls_parked: int = 0
@@ -185,6 +186,12 @@ def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
         "kqs_lease_changelog_failures_total",
         "Lease changelog records Kafka did not acknowledge.",
         [({}, snapshot.changelog_failures)],
+    )
+    out.family(
+        "kqs_lease_changelog_pending",
+        "Lease changelog records not acknowledged by Kafka yet (the changelog's lag).",
+        [({}, snapshot.changelog_pending)],
+        kind="gauge",
     )
     out.family(
         "kqs_lease_store_syncs_total",

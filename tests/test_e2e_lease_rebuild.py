@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.harness import GatewayProcess, json_client
+from tests.harness import GatewayProcess, eventually, json_client
+from tests.prometheus_text import scrape
 from topology.consuming import as_bytes
 from topology.names import LEASES_TOPIC
 
@@ -48,6 +49,12 @@ def _receive(sqs: Any, url: str, count: int, visibility_s: int) -> list[dict[str
     return messages
 
 
+def _changelog_caught_up(gateway: GatewayProcess) -> bool | None:
+    exposition = scrape(gateway.endpoint)
+    assert "kqs_lease_changelog_pending" in exposition.samples
+    return True if exposition.value("kqs_lease_changelog_pending") == 0 else None
+
+
 def _counts(sqs: Any, url: str) -> dict[str, str]:
     names = [
         "ApproximateNumberOfMessages",
@@ -80,6 +87,9 @@ def test_lost_lease_store_is_rebuilt_with_deletes_leases_and_receive_counts(
     for i in range(3, 5):
         sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
     assert _counts(sqs, url)["ApproximateNumberOfMessages"] == "3"
+    # and the changelog has caught up (with one gateway it follows the synced lease store,
+    # lagging by up to the follower's linger)
+    eventually(lambda: _changelog_caught_up(own_gateway), "the changelog caught up", 10)
     # When the gateway crashes and its lease store is lost
     own_gateway.kill()
     lease_dir = own_gateway.data_dir / "leases"
@@ -141,6 +151,7 @@ def test_deleted_queue_leaves_only_tombstones_in_the_changelog(
         sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
     taken = _receive(sqs, url, 2, 600)
     sqs.delete_message(QueueUrl=url, ReceiptHandle=taken[0]["ReceiptHandle"])
+    eventually(lambda: _changelog_caught_up(own_gateway), "the changelog caught up", 10)
     topics = AdminClient({"bootstrap.servers": own_gateway.bootstrap}).list_topics(timeout=10)
     [topic] = [t for t in topics.topics if t.startswith(f"kqs.000000000000.{name}.")]
     incarnation = topic.rsplit(".", 1)[1]

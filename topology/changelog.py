@@ -113,6 +113,11 @@ class LeaseChangelog:
         self._state_failures = 0
 
     @property
+    def pending(self) -> int:
+        """Fact records not acknowledged by Kafka yet (how far the changelog lags)."""
+        return self._follower.pending
+
+    @property
     def failures(self) -> int:
         return self._follower.failures + self._state_failures
 

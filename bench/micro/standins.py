@@ -145,6 +145,10 @@ class CountingFollower(FollowerProducer):
     def hand_over(self) -> None:
         pass  # counted when produced
 
+    @property
+    def pending(self) -> int:
+        return 0
+
     def flush(self, timeout_s: float = 30.0) -> int:
         return 0
 
