@@ -57,6 +57,26 @@ class Forwarded:
     receipt_handle: str
 
 
+@dataclass(frozen=True, slots=True)
+class QueueGaugeParts:
+    """What one gateway knows of a queue's gauges: its partitions' counters and the oldest
+    SentTimestamp among them (None: they hold no message)."""
+
+    counts: Counts
+    oldest_sent_ms: int | None
+
+    def encode(self) -> list[int | None]:
+        c = self.counts
+        return [c.visible, c.in_flight, c.delayed, self.oldest_sent_ms]
+
+    @classmethod
+    def decode(cls, raw: list[int | None]) -> QueueGaugeParts:
+        visible, in_flight, delayed, oldest_sent_ms = raw
+        return cls(
+            Counts(int(visible or 0), int(in_flight or 0), int(delayed or 0)), oldest_sent_ms
+        )
+
+
 def encode_delivery(delivery: Delivery, receipt_handle: str) -> dict[str, Any]:
     return {
         "offset": delivery.offset,
@@ -245,6 +265,19 @@ class Forwarder:
             )
             total = total + Counts(answer["visible"], answer["in_flight"], answer["delayed"])
         return total
+
+    async def gauges(
+        self, owner: Owner, partitions: dict[str, list[int]]
+    ) -> dict[str, QueueGaugeParts]:
+        """The owner's part of the gauges of these queue topics (their partitions it
+        serves); a topic it did not answer for, or all when it cannot be reached, is absent."""
+        try:
+            answer = await self.call(owner, "gauges", {"partitions": partitions})
+        except SqsError:
+            return {}  # logged by `call`; the queues wait for the next round
+        # No "gauges" member: an owner of an older version (unknown operation).
+        gauges: dict[str, list[int | None]] = answer.get("gauges", {})
+        return {topic: QueueGaugeParts.decode(raw) for topic, raw in gauges.items()}
 
     async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> None:
         await self.call(owner, "delete", {"topic": topic, "handle": receipt_handle})

@@ -1,7 +1,8 @@
 """Publishes every queue's Approximate* numbers to `__kqs_events` periodically.
 
 Every `KQS_GAUGE_INTERVAL_S` (10 s), one `gauges` event per existing queue whose numbers
-changed since its last event, from the lease store's exact counters, so the analytics jobs
+changed since its last event, from the lease stores' exact counters (with several gateways,
+the one serving the queue's partition 0 reports its totals), so the analytics jobs
 can chart ApproximateNumberOfMessagesVisible, -NotVisible, -Delayed and
 ApproximateAgeOfOldestMessage as CloudWatch does. A queue whose numbers stay the same (an
 idle, empty queue) gets one event every `UNCHANGED_EVERY_S` (60 s) instead: still a sample
@@ -54,19 +55,26 @@ class GaugeThrottle:
             del self._last[key]
 
 
-def publish_gauges_once(
+async def publish_gauges_once(
     registry: QueueRegistry,
     messages: MessageService,
     sink: EventSink,
     throttle: GaugeThrottle | None = None,
 ) -> int:
-    """One `gauges` event per queue (without `throttle`: every queue; with it: those due);
-    returns how many were published."""
+    """One `gauges` event per queue this gateway reports (without `throttle`: every one;
+    with it: those due); returns how many were published.
+
+    With several gateways a queue's numbers are its totals over all its partitions, from
+    the one gateway that reports it (`MessageService.queue_gauges`): the analytics jobs
+    average the samples of a window, so one partial sample per gateway would be wrong.
+    """
     published = 0
     active = registry.all_active()
+    gauges = await messages.queue_gauges(active)
     for record in active:
-        counts = messages.counts(record)
-        age_s = messages.oldest_message_age_s(record)
+        if (gauge := gauges.get(record.key)) is None:
+            continue  # reported by another gateway, or not complete this round
+        counts, age_s = gauge
         if throttle is not None and not throttle.due(record.key, (counts, age_s)):
             continue
         sink.gauges(record, counts, age_s)
@@ -83,7 +91,7 @@ async def publish_gauges(
     while True:
         await asyncio.sleep(interval_s)
         try:
-            publish_gauges_once(registry, messages, sink, throttle)
+            await publish_gauges_once(registry, messages, sink, throttle)
         except Exception:
             # A failing pass (e.g. a queue deleted meanwhile) must not end the loop.
             log.exception("queue gauges not published")

@@ -39,6 +39,7 @@ from topology.producer import ProduceFailed
 log = logging.getLogger("kqs.internal")
 
 Operation = Callable[[MessageService, QueueRecord, dict[str, Any]], Awaitable[dict[str, Any]]]
+GatewayOperation = Callable[[MessageService, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 async def _receive(
@@ -104,6 +105,16 @@ async def _purge(
     return {"dropped": await messages.purge_here(record, ends)}
 
 
+async def _gauges(messages: MessageService, body: dict[str, Any]) -> dict[str, Any]:
+    partitions = {str(t): [int(p) for p in ps] for t, ps in body["partitions"].items()}
+    return {
+        "gauges": {
+            topic: parts.encode() for topic, parts in messages.gauges_here(partitions).items()
+        }
+    }
+
+
+# Operations on one queue: the body names its topic.
 OPERATIONS: dict[str, Operation] = {
     "receive": _receive,
     "wait": _wait,
@@ -113,6 +124,8 @@ OPERATIONS: dict[str, Operation] = {
     "purge": _purge,
     "fifo_send": _fifo_send,
 }
+# Operations on many queues at once: the body names them itself.
+GATEWAY_OPERATIONS: dict[str, GatewayOperation] = {"gauges": _gauges}
 
 
 def internal_handler(
@@ -127,10 +140,14 @@ def internal_handler(
         if not hmac.compare_digest(request.headers.get(SIGNATURE_HEADER, ""), expected):
             return web.json_response({"message": "not signed by a gateway"}, status=403)
         operation = OPERATIONS.get(operation_name)
-        if operation is None:
+        gateway_operation = GATEWAY_OPERATIONS.get(operation_name)
+        if operation is None and gateway_operation is None:
             return web.json_response({"message": "unknown operation"}, status=404)
         payload = json.loads(body)
         messages, registry = parts(request)
+        if gateway_operation is not None:
+            return web.json_response(await gateway_operation(messages, payload))
+        assert operation is not None
         try:
             record = registry.by_topic(str(payload["topic"]))
             if record is None:

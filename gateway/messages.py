@@ -24,7 +24,7 @@ import concurrent.futures
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from confluent_kafka import KafkaException
@@ -40,7 +40,7 @@ from gateway.errors import (
 )
 from gateway.events import EventSink
 from gateway.fifo import FifoService
-from gateway.forwarding import Forwarder, NotServedHere
+from gateway.forwarding import Forwarder, NotServedHere, QueueGaugeParts
 from gateway.group_sync import GroupSync
 from gateway.ownership import EveryPartition, GroupOwnership
 from gateway.queue_attributes import DEFAULTS
@@ -765,11 +765,14 @@ class MessageService:
     def counts_here(self, record: QueueRecord, partitions: list[int]) -> Counts:
         """Counters of partitions served here, for another gateway (`queue_counts`)."""
         keys = partition_keys(record)
+        return self._counts_of(record, [keys[p] for p in self._served_here(record, partitions)])
+
+    def _counts_of(self, record: QueueRecord, pks: Iterable[PartitionKey]) -> Counts:
+        """Exact counters of these partitions (served here), expired messages dropped first."""
         now_ms = self._clock.now_ms()
         retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
         total = Counts()
-        for partition in self._served_here(record, partitions):
-            pk = keys[partition]
+        for pk in pks:
             if message_ids := self._leases.expire_ids(pk, now_ms, retention_ms):
                 self._events.expired(record, message_ids)
             total = total + self._leases.counts(pk, now_ms)
@@ -793,13 +796,82 @@ class MessageService:
         return dropped
 
     def oldest_message_age_s(self, record: QueueRecord) -> int:
-        """ApproximateAgeOfOldestMessage: seconds since the oldest message was sent, or 0."""
-        sent = [
-            t for pk in self._served(record) if (t := self._leases.oldest_sent_ms(pk)) is not None
-        ]
-        if not sent:
+        """ApproximateAgeOfOldestMessage of the partitions served here: seconds since the
+        oldest message was sent, or 0."""
+        return self._age_s(self._oldest_sent_ms(self._served(record)))
+
+    def _oldest_sent_ms(self, pks: Iterable[PartitionKey]) -> int | None:
+        sent = [t for pk in pks if (t := self._leases.oldest_sent_ms(pk)) is not None]
+        return min(sent) if sent else None
+
+    def _age_s(self, oldest_sent_ms: int | None) -> int:
+        if oldest_sent_ms is None:
             return 0
-        return max(0, (self._clock.now_ms() - min(sent)) // 1000)
+        return max(0, (self._clock.now_ms() - oldest_sent_ms) // 1000)
+
+    def gauges_here(self, partitions: dict[str, list[int]]) -> dict[str, QueueGaugeParts]:
+        """For another gateway's `queue_gauges`: the counters and oldest SentTimestamp of
+        each queue topic's partitions served here (a topic gone or moved is left out)."""
+        parts: dict[str, QueueGaugeParts] = {}
+        for topic, wanted in partitions.items():
+            record = self._registry.by_topic(topic)
+            if record is None:
+                continue
+            keys = partition_keys(record)
+            try:
+                pks = [keys[p] for p in self._served_here(record, wanted)]
+            except NotServedHere:
+                continue
+            parts[topic] = QueueGaugeParts(self._counts_of(record, pks), self._oldest_sent_ms(pks))
+        return parts
+
+    async def queue_gauges(self, records: Sequence[QueueRecord]) -> dict[str, tuple[Counts, int]]:
+        """The Approximate* numbers of the queues whose gauges this gateway reports, by
+        queue key: (exact counters, age of the oldest message in seconds) over all their
+        partitions, wherever they are served.
+
+        With several gateways, each queue is reported by the gateway serving its partition
+        0 (the others leave it out), which asks the other owners for their partitions in
+        one call per owner for all queues. A queue with a partition nobody serves now (a
+        rebalance) or whose owner did not answer is left out of this round: no sample is
+        better than a partial one.
+        """
+        local: dict[str, QueueGaugeParts] = {}
+        asked: dict[Owner, dict[str, list[int]]] = {}
+        complete: list[QueueRecord] = []
+        for record in records:
+            keys = partition_keys(record)
+            if not self._everything_here and not self.ownership.serves(record.topic, 0):
+                continue
+            served = self._served(record)
+            owners = self._owners(record, keys)
+            if len(served) + sum(len(pks) for pks in owners.values()) < len(keys):
+                continue  # a partition without an owner: counted next round
+            local[record.topic] = QueueGaugeParts(
+                self._counts_of(record, served), self._oldest_sent_ms(served)
+            )
+            for owner, pks in owners.items():
+                asked.setdefault(owner, {})[record.topic] = [pk.partition for pk in pks]
+            complete.append(record)
+        answers: list[dict[str, QueueGaugeParts]] = []
+        if asked and self._forwarder is not None:
+            forwarder = self._forwarder
+            answers = list(
+                await asyncio.gather(*(forwarder.gauges(o, parts) for o, parts in asked.items()))
+            )
+        gauges: dict[str, tuple[Counts, int]] = {}
+        for record in complete:
+            parts = [local[record.topic]]
+            for owner_parts, answer in zip(asked.values(), answers, strict=True):
+                if record.topic in owner_parts:
+                    if record.topic not in answer:
+                        break  # that owner did not answer for it: left out
+                    parts.append(answer[record.topic])
+            else:
+                counts = sum((p.counts for p in parts), Counts())
+                oldest = [p.oldest_sent_ms for p in parts if p.oldest_sent_ms is not None]
+                gauges[record.key] = (counts, self._age_s(min(oldest) if oldest else None))
+        return gauges
 
     async def purge_here(self, record: QueueRecord, ends: dict[int, int]) -> int:
         """Drop the messages below `ends` (partition -> purge point) of partitions served

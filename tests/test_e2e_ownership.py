@@ -26,6 +26,7 @@ from lease_store.handles import ReceiptHandleCodec
 from tests.harness import ACCOUNT_ID, GatewayProcess, client_for
 from tests.harness import eventually as harness_eventually
 from tests.harness import visible_and_in_flight as counts
+from tests.test_e2e_events import read_events
 from topology.changelog import parse_key
 from topology.names import LEASES_TOPIC, OWNERS_TOPIC
 from topology.owners import Owner, parse_owner_key
@@ -35,6 +36,7 @@ log = logging.getLogger("kqs.tests.ownership")
 SECRET = "shared-receipt-secret-of-the-ownership-tests"
 PARTITIONS = 4
 BOUND_S = 30.0
+GAUGE_INTERVAL_MS = 10_000  # KQS_GAUGE_INTERVAL_S's default
 
 # Every wait of this module is bounded by BOUND_S.
 eventually = partial(harness_eventually, timeout_s=BOUND_S)
@@ -297,6 +299,42 @@ def test_batch_deletes_and_visibility_changes_reach_every_partitions_owner(
     assert counts(a, url) == (9, 0) and counts(b, url) == (9, 0)
     again = receive_all([b, a], url, 9)
     assert sorted(again) == sorted(body for body, _ in received[:9])
+
+
+def test_queue_gauges_are_the_totals_of_all_partitions_from_one_gateway(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given 8 messages spread over the partitions of both gateways, 3 of them in flight
+    a, b = (client_for(protocol, g.endpoint) for g in gateways)
+    url = a.create_queue(QueueName=f"gauged-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+    for i in range(8):
+        (a, b)[i % 2].send_message(QueueUrl=url, MessageBody=f"message-{i}")
+    eventually(lambda: True if counts(a, url) == (8, 0) else None, "8 visible")
+    held = 0
+    while held < 3:
+        held += len(
+            a.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=3 - held, VisibilityTimeout=600
+            ).get("Messages", [])
+        )
+    settled_ms = int(time.time() * 1000)
+
+    # When the gauges events of a full publishing interval (10 s) after that are read
+    def gauges_since_settled() -> list[dict[str, Any]] | None:
+        if time.time() * 1000 < settled_ms + GAUGE_INTERVAL_MS + 1000:
+            return None
+        found = [
+            e
+            for e in read_events(kafka_bootstrap, url)
+            if e["type"] == "gauges" and e["ts"] >= settled_ms
+        ]
+        return found or None
+
+    gauges = eventually(gauges_since_settled, "a gauges event")
+    # Then every one is the queue's total, never one gateway's share of it
+    assert [(e["visible"], e["not_visible"], e["delayed"]) for e in gauges] == [(5, 3, 0)] * len(
+        gauges
+    )
 
 
 def test_a_purge_through_one_gateway_empties_the_partitions_both_serve(
