@@ -52,8 +52,11 @@ class EventSink:
     def purged(self, record: QueueRecord, messages: int) -> None:
         """A PurgeQueue dropped this many messages."""
 
-    def gauges(self, record: QueueRecord, counts: Counts, oldest_age_s: int) -> None:
-        """The queue's Approximate* numbers now (called periodically)."""
+    def gauges(
+        self, record: QueueRecord, counts: Counts, oldest_age_s: int, ts_ms: int | None = None
+    ) -> None:
+        """The queue's Approximate* numbers (called periodically), as read at `ts_ms` (now
+        when None)."""
 
 
 class Publisher(Protocol):
@@ -193,8 +196,10 @@ class KafkaEventSink(EventSink):
         )
 
     @_never_raises
-    def gauges(self, record: QueueRecord, counts: Counts, oldest_age_s: int) -> None:
-        ts = self._clock.now_ms()
+    def gauges(
+        self, record: QueueRecord, counts: Counts, oldest_age_s: int, ts_ms: int | None = None
+    ) -> None:
+        ts = self._clock.now_ms() if ts_ms is None else ts_ms
         self._publish(
             record,
             event_format.gauges(

@@ -70,14 +70,14 @@ async def publish_gauges_once(
     """
     published = 0
     active = registry.all_active()
-    gauges = await messages.queue_gauges(active)
+    read_ms, gauges = await messages.queue_gauges(active)
     for record in active:
         if (gauge := gauges.get(record.key)) is None:
             continue  # reported by another gateway, or not complete this round
         counts, age_s = gauge
         if throttle is not None and not throttle.due(record.key, (counts, age_s)):
             continue
-        sink.gauges(record, counts, age_s)
+        sink.gauges(record, counts, age_s, read_ms)
         published += 1
     if throttle is not None:
         throttle.forget_except({record.key for record in active})

@@ -804,10 +804,11 @@ class MessageService:
         sent = [t for pk in pks if (t := self._leases.oldest_sent_ms(pk)) is not None]
         return min(sent) if sent else None
 
-    def _age_s(self, oldest_sent_ms: int | None) -> int:
+    def _age_s(self, oldest_sent_ms: int | None, now_ms: int | None = None) -> int:
         if oldest_sent_ms is None:
             return 0
-        return max(0, (self._clock.now_ms() - oldest_sent_ms) // 1000)
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        return max(0, (now_ms - oldest_sent_ms) // 1000)
 
     def gauges_here(self, partitions: dict[str, list[int]]) -> dict[str, QueueGaugeParts]:
         """For another gateway's `queue_gauges`: the counters and oldest SentTimestamp of
@@ -825,10 +826,12 @@ class MessageService:
             parts[topic] = QueueGaugeParts(self._counts_of(record, pks), self._oldest_sent_ms(pks))
         return parts
 
-    async def queue_gauges(self, records: Sequence[QueueRecord]) -> dict[str, tuple[Counts, int]]:
-        """The Approximate* numbers of the queues whose gauges this gateway reports, by
-        queue key: (exact counters, age of the oldest message in seconds) over all their
-        partitions, wherever they are served.
+    async def queue_gauges(
+        self, records: Sequence[QueueRecord]
+    ) -> tuple[int, dict[str, tuple[Counts, int]]]:
+        """The Approximate* numbers of the queues whose gauges this gateway reports: when
+        they were read here, and by queue key (exact counters, age of the oldest message in
+        seconds) over all their partitions, wherever they are served.
 
         With several gateways, each queue is reported by the gateway serving its partition
         0 (the others leave it out), which asks the other owners for their partitions in
@@ -839,6 +842,9 @@ class MessageService:
         local: dict[str, QueueGaugeParts] = {}
         asked: dict[Owner, dict[str, list[int]]] = {}
         complete: list[QueueRecord] = []
+        # The samples' time: before the other owners are asked (their answers come later,
+        # so a change made meanwhile is never reported as older than it is).
+        read_ms = self._clock.now_ms()
         for record in records:
             keys = partition_keys(record)
             if not self._everything_here and not self.ownership.serves(record.topic, 0):
@@ -870,8 +876,9 @@ class MessageService:
             else:
                 counts = sum((p.counts for p in parts), Counts())
                 oldest = [p.oldest_sent_ms for p in parts if p.oldest_sent_ms is not None]
-                gauges[record.key] = (counts, self._age_s(min(oldest) if oldest else None))
-        return gauges
+                age_s = self._age_s(min(oldest) if oldest else None, read_ms)
+                gauges[record.key] = (counts, age_s)
+        return read_ms, gauges
 
     async def purge_here(self, record: QueueRecord, ends: dict[int, int]) -> int:
         """Drop the messages below `ends` (partition -> purge point) of partitions served
