@@ -859,7 +859,7 @@ class MessageService:
             for owner, pks in owners.items():
                 asked.setdefault(owner, {})[record.topic] = [pk.partition for pk in pks]
             complete.append(record)
-        answers: list[dict[str, QueueGaugeParts]] = []
+        answers: list[dict[str, QueueGaugeParts]] = [{} for _ in asked]  # no channel: none
         if asked and self._forwarder is not None:
             forwarder = self._forwarder
             answers = list(
