@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from lease_store.handles import ReceiptHandleCodec
-from tests.harness import ACCOUNT_ID, GatewayProcess, client_for
+from tests.harness import ACCOUNT_ID, GatewayProcess, client_for, kafka_for_tests
 from tests.harness import eventually as harness_eventually
 from tests.harness import visible_and_in_flight as counts
 from tests.test_e2e_events import read_events
@@ -52,6 +52,16 @@ def group_gateway(data_dir: Path, bootstrap: str) -> GatewayProcess:
             "KQS_PARTITIONS": str(PARTITIONS),
         },
     )
+
+
+@pytest.fixture(scope="module")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """This module's own broker: the session's is shared with single-gateway test gateways,
+    which serve every partition of every queue on it and publish their own view of these
+    queues to `__kqs_events` too (one gateway alone and a group on one cluster is not a
+    deployment; the gauges test reads that topic)."""
+    with kafka_for_tests(tmp_path_factory.mktemp("ownership-broker")) as bootstrap:
+        yield bootstrap
 
 
 @pytest.fixture(scope="module")
