@@ -16,7 +16,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from types import MappingProxyType
 from typing import Any
 
 from aiohttp import web
@@ -33,8 +32,6 @@ from topology.names import REGION_PATTERN
 
 log = logging.getLogger("kqs.auth")
 
-_NO_QUERY: Mapping[str, str] = MappingProxyType({})
-
 
 @dataclass(frozen=True, slots=True)
 class Caller:
@@ -48,9 +45,7 @@ def authenticate(request: web.Request, body: bytes, directory: Directory, now: d
     The region decides which region's queues the request sees, and it is part of topic
     names, so a region that cannot be one (`names.REGION_PATTERN`) is refused.
     """
-    headers = request.headers
-    # `request.query` builds a MultiDict from the URL: only presigned URLs need it.
-    query: Mapping[str, str] = request.query if request.query_string else _NO_QUERY
+    headers, query = request.headers, request.query
     if not sigv4.is_signed(headers, query):
         return Caller(anonymous(directory.default_account_id), None)
     access_key = sigv4.access_key_of(headers, query) if directory.accept_any_access_key else None

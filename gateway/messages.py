@@ -747,12 +747,7 @@ class MessageService:
 
     def counts(self, record: QueueRecord) -> Counts:
         """The queue's exact counters, of the partitions served here (all with one gateway)."""
-        self.expire(record)  # reads only the expired entries: counts never include them
-        now_ms = self._clock.now_ms()
-        total = Counts()
-        for pk in self._served(record):
-            total = total + self._leases.counts(pk, now_ms)
-        return total
+        return self._counts_of(record, self._served(record))
 
     async def queue_counts(self, record: QueueRecord) -> Counts:
         """The queue's exact counters over all its partitions, wherever they are served."""
@@ -839,9 +834,8 @@ class MessageService:
         rebalance) or whose owner did not answer is left out of this round: no sample is
         better than a partial one.
         """
-        local: dict[str, QueueGaugeParts] = {}
         asked: dict[Owner, dict[str, list[int]]] = {}
-        complete: list[QueueRecord] = []
+        complete: list[tuple[QueueRecord, QueueGaugeParts]] = []  # with the part read here
         # The samples' time: before the other owners are asked (their answers come later,
         # so a change made meanwhile is never reported as older than it is).
         read_ms = self._clock.now_ms()
@@ -853,12 +847,10 @@ class MessageService:
             owners = self._owners(record, keys)
             if len(served) + sum(len(pks) for pks in owners.values()) < len(keys):
                 continue  # a partition without an owner: counted next round
-            local[record.topic] = QueueGaugeParts(
-                self._counts_of(record, served), self._oldest_sent_ms(served)
-            )
+            here = QueueGaugeParts(self._counts_of(record, served), self._oldest_sent_ms(served))
             for owner, pks in owners.items():
                 asked.setdefault(owner, {})[record.topic] = [pk.partition for pk in pks]
-            complete.append(record)
+            complete.append((record, here))
         answers: list[dict[str, QueueGaugeParts]] = [{} for _ in asked]  # no channel: none
         if asked and self._forwarder is not None:
             forwarder = self._forwarder
@@ -866,8 +858,8 @@ class MessageService:
                 await asyncio.gather(*(forwarder.gauges(o, parts) for o, parts in asked.items()))
             )
         gauges: dict[str, tuple[Counts, int]] = {}
-        for record in complete:
-            parts = [local[record.topic]]
+        for record, here in complete:
+            parts = [here]
             for owner_parts, answer in zip(asked.values(), answers, strict=True):
                 if record.topic in owner_parts:
                     if record.topic not in answer:
