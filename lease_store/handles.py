@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import re
 import struct
@@ -42,7 +43,8 @@ class ReceiptHandleCodec:
     def __init__(self, secret: bytes) -> None:
         if len(secret) < 16:
             raise ValueError("receipt handle secret must be at least 16 bytes")
-        self._secret = secret
+        # Keyed once: copying the keyed state is cheaper than keying a one-shot HMAC per handle.
+        self._keyed = hmac.new(secret, digestmod=hashlib.sha256)
 
     def encode(self, handle: ReceiptHandle) -> str:
         payload = _PAYLOAD.pack(
@@ -79,5 +81,6 @@ class ReceiptHandleCodec:
         return ReceiptHandle(incarnation, partition, offset, epoch)
 
     def _mac(self, payload: bytes) -> bytes:
-        # One-shot C HMAC: a few times cheaper than building an `hmac.HMAC` object.
-        return hmac.digest(self._secret, payload, "sha256")[:_MAC_BYTES]
+        mac = self._keyed.copy()
+        mac.update(payload)
+        return mac.digest()[:_MAC_BYTES]

@@ -57,6 +57,7 @@ from lease_store import fifo, state
 from lease_store.errors import MessageNotAvailable
 from lease_store.floors import ScanFloors
 from lease_store.kv import KeyValueStore, WriteBatch
+from lease_store.recent_ids import RecentIds
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.state import MessageState
 
@@ -190,21 +191,23 @@ def _state_key(pk: PartitionKey) -> bytes:
     return b"S" + pk.prefix
 
 
-def _fact_changes(pk: PartitionKey, batch: WriteBatch) -> dict[int, LeaseFact | None]:
-    """The lease facts a batch puts (offset -> fact) or deletes (offset -> None)."""
+def _fact_changes(pk: PartitionKey, batch: WriteBatch) -> dict[int, bytes | None]:
+    """The lease facts a batch puts (offset -> encoded fact) or deletes (offset -> None)."""
     prefix = b"F" + pk.prefix
+    at = len(prefix)
     return {
-        _I64.unpack_from(key, len(prefix))[0]: LeaseFact.decode(raw) if raw is not None else None
+        _I64.unpack_from(key, at)[0]: raw
         for key, raw in batch.ops.items()
         if key.startswith(prefix)
     }
 
 
-# Called after every committed write with the lease facts it changed (offset -> new fact, or
-# None when removed) and the partition state as written. Facts that ingest creates are not
+# Called after every committed write with the lease facts it changed (offset -> the new fact
+# as `LeaseFact.encode` wrote it, or None when removed: the changelog publishes these bytes
+# as they are) and the partition state as written. Facts that ingest creates are not
 # reported (the queue-topic record determines them), nor are the facts a purge drops (its
 # watermark, in the state, covers them). The lease changelog (`topology/changelog.py`) listens.
-CommitListener = Callable[[PartitionKey, dict[int, LeaseFact | None], PartitionState], None]
+CommitListener = Callable[[PartitionKey, dict[int, bytes | None], PartitionState], None]
 
 FORMAT_KEY = b"!format"
 # 1: one visibility index (`V`) for every message; 2: due entries moved to `R` by the sweep.
@@ -227,6 +230,7 @@ class LeaseStore:
         # FIFO: the message group of offsets `receive_fifo` has scanned (a group never changes),
         # so a receive that skips a locked group's backlog reads keys, not messages.
         self._fifo_groups: dict[PartitionKey, dict[int, str]] = {}
+        self._received_ids = RecentIds()  # for the events of deletes (recent_ids.py)
 
     def upgrade_format(self) -> int:
         """Bring a store written by an older layout to `FORMAT_VERSION`; call once at open.
@@ -446,8 +450,11 @@ class LeaseStore:
             fact = self.fact(pk, offset)
             if fact is None:
                 continue
-            raw = self._kv.get(_message_key(pk, offset))
-            removed[offset] = StoredMessage.id_of(raw) if raw is not None else ""
+            message_id = self._received_ids.take(pk.prefix, offset)
+            if message_id is None:
+                raw = self._kv.get(_message_key(pk, offset))
+                message_id = StoredMessage.id_of(raw) if raw is not None else ""
+            removed[offset] = message_id
             self._drop(pk, st, offset, fact, batch)
         self._commit(pk, st, batch)
         return removed
@@ -766,6 +773,7 @@ class LeaseStore:
                 leased = state.receive(fact, now_ms, visibility_ms)
                 self._replace_fact(pk, st, offset, fact, leased, batch)
                 outcome.delivered.append(Delivery(offset, leased, message))
+                self._received_ids.remember(pk.prefix, offset, message.message_id)
                 taken.setdefault(group, []).append(offset)
         for group in candidates:
             if group in taken:
@@ -872,6 +880,7 @@ class LeaseStore:
             leased = state.receive(fact, now_ms, visibility_ms)
             self._replace_fact(pk, st, offset, fact, leased, batch)
             outcome.delivered.append(Delivery(offset, leased, message))
+            self._received_ids.remember(pk.prefix, offset, message.message_id)
 
     def _group_locked(self, pk: PartitionKey, group: str, now_ms: int, get: fifo.Get) -> bool:
         """Whether a message the group's last receive took is still out of sight."""

@@ -38,10 +38,13 @@ class CompactedChangelog:
         self.commits: list[tuple[PartitionKey, dict[int, LeaseFact | None]]] = []
 
     def on_commit(
-        self, pk: PartitionKey, changes: dict[int, LeaseFact | None], st: PartitionState
+        self, pk: PartitionKey, changes: dict[int, bytes | None], st: PartitionState
     ) -> None:
-        self.commits.append((pk, dict(changes)))
-        for offset, fact in changes.items():
+        facts = {
+            o: LeaseFact.decode(raw) if raw is not None else None for o, raw in changes.items()
+        }
+        self.commits.append((pk, facts))
+        for offset, fact in facts.items():
             self.latest[(pk, offset)] = fact
         if st.purged_before_offset:
             self.latest[(pk, None)] = st.purged_before_offset

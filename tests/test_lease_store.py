@@ -634,6 +634,24 @@ def test_remove_many_removes_each_named_message_once_and_names_their_ids(
 
 
 @on_every_backend
+def test_remove_many_names_the_ids_of_messages_received_before_a_restart(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given two messages received by a gateway that then restarted (the store reopened: the
+    # ids it kept in memory for deletes are gone)
+    store.ingest(PK, records([0, 1]))
+    receive(store, clock, max_messages=2)
+    reopened = LeaseStore(store.kv)
+
+    # When both are deleted
+    removed = reopened.remove_many(PK, [0, 1], clock.now_ms())
+
+    # Then their ids come from the stored messages
+    assert removed == {0: "msg-0", 1: "msg-1"}
+    assert counts(reopened, clock) == Counts()
+
+
+@on_every_backend
 def test_remove_many_of_nothing_live_writes_nothing(store: LeaseStore, clock: ManualClock) -> None:
     store.ingest(PK, records([0]))
 

@@ -30,12 +30,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lease_store.records import LeaseFact
 from lease_store.store import PartitionKey, PartitionState
 from topology.admin import TopicAdmin
 from topology.names import LEASES_TOPIC
@@ -55,7 +55,15 @@ _STATE = "state"
 
 
 def fact_key(pk: PartitionKey, offset: int) -> bytes:
-    return f"{pk.incarnation.hex()}/{pk.partition:05d}/{offset:020d}".encode()
+    return _key_prefix(pk.prefix) + b"%020d" % offset
+
+
+@functools.lru_cache(maxsize=4096)
+def _key_prefix(partition_prefix: bytes) -> bytes:
+    # Every lease change builds a key: the partition's part is formatted once per partition
+    # (cached by `PartitionKey.prefix`, the incarnation's 16 bytes and the partition number).
+    incarnation, partition = partition_prefix[:16], int.from_bytes(partition_prefix[16:], "big")
+    return f"{incarnation.hex()}/{partition:05d}/".encode()
 
 
 def state_key(pk: PartitionKey) -> bytes:
@@ -126,12 +134,12 @@ class LeaseChangelog:
         await self._admin.create_topic(LEASES_TOPIC, 1, TOPIC_CONFIG)
 
     def on_commit(
-        self, pk: PartitionKey, changes: dict[int, LeaseFact | None], st: PartitionState
+        self, pk: PartitionKey, changes: dict[int, bytes | None], st: PartitionState
     ) -> None:
-        """The lease store's commit listener; runs on the event loop."""
+        """The lease store's commit listener; runs on the event loop. `changes` holds each
+        changed fact as `LeaseFact.encode` wrote it: the record value as it is."""
         for offset in sorted(changes):
-            fact = changes[offset]
-            self._publish_fact(fact_key(pk, offset), fact.encode() if fact is not None else None)
+            self._publish_fact(fact_key(pk, offset), changes[offset])
         if st.purged_before_offset != self._purge_published.get(pk, 0):
             self._purge_published[pk] = st.purged_before_offset
             self._produce_state(state_key(pk), encode_state(st))

@@ -1,0 +1,32 @@
+"""The MessageIds of recently received messages, so a delete need not read the message back.
+
+A deletion's event names the message. Reading it from the store costs a read of the whole
+stored message (~1 KB, the largest read of a delete) to get 36 bytes; the receive that
+handed out the receipt handle had the message in hand moments before. An offset of a queue
+partition is one Kafka record, so an entry can never go stale (a re-created queue has a new
+partition prefix); the memory is bounded by keeping two generations of at most `size`
+entries each and dropping the older one whole when the newer one fills.
+"""
+
+from __future__ import annotations
+
+
+class RecentIds:
+    def __init__(self, size: int = 50_000) -> None:
+        self._size = size
+        self._new: dict[tuple[bytes, int], str] = {}
+        self._old: dict[tuple[bytes, int], str] = {}
+
+    def remember(self, prefix: bytes, offset: int, message_id: str) -> None:
+        if len(self._new) >= self._size:
+            self._old, self._new = self._new, {}
+        self._new[(prefix, offset)] = message_id
+
+    def take(self, prefix: bytes, offset: int) -> str | None:
+        """The id remembered for this message, forgotten here (it is being deleted)."""
+        key = (prefix, offset)
+        found = self._new.pop(key, None)
+        return found if found is not None else self._old.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._new) + len(self._old)
