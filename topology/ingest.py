@@ -156,6 +156,11 @@ class IngestConsumer:
         self._group_listener = group_listener
         # Partitions in the consumer's assignment now (written on the ingest thread only).
         self._assigned: set[tuple[str, int]] = set()
+        # Group mode: the partitions the group gives this consumer now (ingest thread only).
+        # An assignment the event loop asked for is applied only while the partition is
+        # still given: a revocation can come (inside a poll) between the loop's request and
+        # the thread applying it, and must not be undone by it.
+        self._given: set[tuple[str, int]] = set()
         self._closing = False
         self._stopping = threading.Event()
         self._in_flight = in_flight or threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
@@ -257,6 +262,8 @@ class IngestConsumer:
                     )
                 except KafkaException as exc:
                     log.warning("offset commit failed", extra={"error": str(exc)})
+        if assigned and self._group_listener is not None:
+            assigned = [tp for tp in assigned if (tp.topic, tp.partition) in self._given]
         if assigned:
             self._incremental_assign(assigned)
         if subscriptions:
@@ -265,8 +272,23 @@ class IngestConsumer:
             self._learn_leaders()
 
     def _incremental_assign(self, partitions: list[TopicPartition]) -> None:
-        self._consumer.incremental_assign(partitions)
-        self._assigned.update((tp.topic, tp.partition) for tp in partitions)
+        """Assign the partitions at their offsets; one assigned already (taken, released and
+        taken again before its release reached this thread) moves to the offset instead:
+        librdkafka refuses to assign it twice, and its lease state may have been restored."""
+        wanted = {(tp.topic, tp.partition): tp for tp in partitions}  # the latest per partition
+        fresh = [tp for key, tp in wanted.items() if key not in self._assigned]
+        again = [tp for key, tp in wanted.items() if key in self._assigned]
+        if fresh:
+            self._consumer.incremental_assign(fresh)
+            self._assigned.update((tp.topic, tp.partition) for tp in fresh)
+        for tp in again:
+            try:
+                self._consumer.seek(tp)
+            except KafkaException as exc:
+                log.warning(
+                    "ingest could not move an assigned partition",
+                    extra={"topic": tp.topic, "partition": tp.partition, "error": str(exc)},
+                )
 
     def _incremental_unassign(self, partitions: list[TopicPartition]) -> None:
         """Unassign those of `partitions` that are assigned (in group mode some may be given
@@ -289,11 +311,13 @@ class IngestConsumer:
         # Assign nothing now (an assignment made here would start at the committed offset):
         # the listener's event loop assigns each partition once restored (`assign`).
         consumer.incremental_assign([])
+        self._given.update((tp.topic, tp.partition) for tp in partitions)
         # Told of an empty share too: the gateway is ready once it has its first one.
         if self._group_listener is not None and not self._closing:
             self._group_listener.assigned([(tp.topic, tp.partition) for tp in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._given.difference_update((tp.topic, tp.partition) for tp in partitions)
         if partitions and self._group_listener is not None and not self._closing:
             try:
                 self._group_listener.revoked([(tp.topic, tp.partition) for tp in partitions])
@@ -302,6 +326,7 @@ class IngestConsumer:
         self._incremental_unassign(partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._given.difference_update((tp.topic, tp.partition) for tp in partitions)
         if partitions and self._group_listener is not None and not self._closing:
             try:
                 self._group_listener.lost([(tp.topic, tp.partition) for tp in partitions])
