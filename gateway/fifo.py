@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.errors import InvalidParameterValue, MissingParameter
+from gateway.errors import InvalidParameterValue, MissingParameter, ServiceUnavailable
 from gateway.queues import group_partition, partition_keys
 from lease_store import fifo
 from lease_store.clock import Clock
@@ -30,9 +30,11 @@ from lease_store.handles import ReceiptHandle
 from lease_store.records import StoredMessage
 from lease_store.store import LeaseStore, PartitionKey
 from topology.catalog import QueueRecord
+from topology.owners import Owner
 
 if TYPE_CHECKING:
-    from gateway.messages import MessageService, Received
+    from gateway.forwarding import Forwarder, Received
+    from gateway.messages import MessageService
 
 # Deduplication entries are pruned this long after their window ended (see `prune`).
 PRUNE_MARGIN_MS = 10 * 60 * 1000
@@ -116,8 +118,9 @@ class FifoService:
         self._clock = clock
         # (queue topic, scope key) -> the outcome of the send in progress (None: it failed)
         self._pending: dict[tuple[str, bytes], asyncio.Future[FifoSent | None]] = {}
-        # (queue topic, ReceiveRequestAttemptId) -> (when, what it received), oldest first.
-        # In memory: a retry that reaches another gateway, or follows a restart, receives anew.
+        # (queue topic, ReceiveRequestAttemptId) -> (when, what it received), oldest first,
+        # on the queue's attempt home (see `receive`). In memory: a retry that follows a
+        # restart of the home, or a move of partition 0 to another gateway, receives anew.
         self._attempts: OrderedDict[tuple[str, str], tuple[int, list[Received]]] = OrderedDict()
 
     async def send(
@@ -198,7 +201,36 @@ class FifoService:
                 "receipt handle has expired."
             )
 
-    def attempt(
+    async def receive(
+        self,
+        record: QueueRecord,
+        attempt_id: str,
+        max_messages: int,
+        visibility_s: int,
+        wait_s: int,
+        forward: bool = True,
+    ) -> list[Received]:
+        """A FIFO receive that names a ReceiveRequestAttemptId.
+
+        The attempts are remembered by the gateway serving the queue's partition 0, its
+        attempt home: a receive reaching any other gateway is forwarded there (`forward`
+        False: one forwarded here, never forwarded again), so a retry finds what the first
+        try received wherever each try arrived. The home's receive itself takes messages
+        from every partition, asking their owners as any receive does.
+        """
+        elsewhere = self._messages.owner_elsewhere(record, partition_keys(record)[0], forward)
+        if elsewhere is not None:
+            owner, forwarder = elsewhere
+            return await forwarder.receive_attempt(
+                owner, record.topic, attempt_id, max_messages, visibility_s, wait_s
+            )
+        received = await self._attempt(record, attempt_id, visibility_s)
+        if received is None:
+            received = await self._messages.receive(record, max_messages, visibility_s, wait_s)
+            self._remember_attempt(record, attempt_id, received)
+        return received
+
+    async def _attempt(
         self, record: QueueRecord, attempt_id: str, visibility_s: int
     ) -> list[Received] | None:
         """What an earlier receive with this ReceiveRequestAttemptId got, if within 5 minutes.
@@ -206,7 +238,8 @@ class FifoService:
         Only the messages still as that receive left them (not deleted, not received again
         since) are given back, with the same receipt handles, their visibility timeout
         started again ("a retry within the deduplication interval resets the visibility
-        timeout", the API reference); None when none are.
+        timeout", the API reference); None when none are. Messages on partitions other
+        gateways serve are checked and restarted by their owners.
         """
         now_ms = self._clock.now_ms()
         while self._attempts:
@@ -217,23 +250,61 @@ class FifoService:
         remembered = self._attempts.get((record.topic, attempt_id))
         if remembered is None:
             return None
-        still = []
-        for received in remembered[1]:
-            pk, handle = self._messages.locate(record, received.receipt_handle)
+        earlier = remembered[1]
+        handles = [received.receipt_handle for received in earlier]
+        current = self.restart_here(record, handles, visibility_s)
+        by_owner: dict[Owner, tuple[Forwarder, list[int]]] = {}
+        for i, kept in enumerate(current):
+            if kept is not None:
+                continue
+            pk, _ = self._messages.locate(record, handles[i])
+            try:
+                elsewhere = self._messages.owner_elsewhere(record, pk, True)
+            except ServiceUnavailable:
+                continue  # nobody serves it during a rebalance: not given back this time
+            if elsewhere is not None:
+                owner, forwarder = elsewhere
+                by_owner.setdefault(owner, (forwarder, []))[1].append(i)
+        for owner, (forwarder, indexes) in by_owner.items():
+            try:
+                answers = await forwarder.restart_attempt(
+                    owner, record.topic, [handles[i] for i in indexes], visibility_s
+                )
+            except ServiceUnavailable:
+                continue  # moving or gone: its messages are not given back this time
+            for i, answer in zip(indexes, answers, strict=True):
+                current[i] = answer
+        still = [received for received, kept in zip(earlier, current, strict=True) if kept]
+        return still or None
+
+    def restart_here(
+        self, record: QueueRecord, receipt_handles: list[str], visibility_s: int
+    ) -> list[bool | None]:
+        """For each handle on a partition served here: whether its message is still as the
+        receive that issued it left it, its visibility timeout then started again; None for
+        a handle of a partition served elsewhere."""
+        now_ms = self._clock.now_ms()
+        answers: list[bool | None] = []
+        for receipt_handle in receipt_handles:
+            pk, handle = self._messages.locate(record, receipt_handle)
+            if not self._messages.ownership.serves(record.topic, pk.partition):
+                answers.append(None)
+                continue
             fact = self._leases.fact(pk, handle.offset)
             if fact is None or fact.receive_count != handle.epoch:
+                answers.append(False)
                 continue
             with contextlib.suppress(LeaseError):  # past the 12 hours: keeps its lease as is
                 self._leases.change_visibility(
                     pk, handle.offset, handle.epoch, now_ms, visibility_s * 1000, sync=False
                 )
-            still.append(received)
-        return still or None
+            answers.append(True)
+        return answers
 
-    def remember_attempt(
+    def _remember_attempt(
         self, record: QueueRecord, attempt_id: str, received: list[Received]
     ) -> None:
         if received:
             key = (record.topic, attempt_id)
             self._attempts[key] = (self._clock.now_ms(), received)
-            self._attempts.move_to_end(key)  # oldest first, for the pruning in `attempt`
+            self._attempts.move_to_end(key)  # oldest first, for the pruning in `_attempt`

@@ -50,8 +50,9 @@ class NotServedHere(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Forwarded:
-    """A message received on another gateway: its delivery and the receipt handle issued."""
+class Received:
+    """A message a receive leased: its delivery and the receipt handle issued for it (by
+    this gateway, or by the one serving its partition)."""
 
     delivery: Delivery
     receipt_handle: str
@@ -86,13 +87,13 @@ def encode_delivery(delivery: Delivery, receipt_handle: str) -> dict[str, Any]:
     }
 
 
-def decode_delivery(raw: dict[str, Any]) -> Forwarded:
+def decode_delivery(raw: dict[str, Any]) -> Received:
     delivery = Delivery(
         int(raw["offset"]),
         LeaseFact.decode(base64.b64decode(raw["fact"])),
         StoredMessage.decode(base64.b64decode(raw["message"])),
     )
-    return Forwarded(delivery, str(raw["handle"]))
+    return Received(delivery, str(raw["handle"]))
 
 
 def encode_error(error: SqsError) -> dict[str, Any]:
@@ -196,10 +197,10 @@ class Forwarder:
         topic: str,
         wanted: int,
         visibility_ms: int,
-    ) -> tuple[list[Forwarded], int]:
+    ) -> tuple[list[Received], int]:
         """Lease up to `wanted` messages from the owners' partitions, one owner after another
         until enough; returns them and how many went to a dead-letter queue."""
-        received: list[Forwarded] = []
+        received: list[Received] = []
         moved = 0
         for owner, pks in owners.items():
             if len(received) >= wanted:
@@ -222,6 +223,42 @@ class Forwarder:
             received += [decode_delivery(raw) for raw in answer["received"]]
             moved += int(answer["moved"])
         return received, moved
+
+    async def receive_attempt(
+        self,
+        owner: Owner,
+        topic: str,
+        attempt_id: str,
+        wanted: int,
+        visibility_s: int,
+        wait_s: int,
+    ) -> list[Received]:
+        """A FIFO receive with a ReceiveRequestAttemptId, made by the queue's attempt home
+        (`FifoService.receive`), long poll included."""
+        answer = await self.call(
+            owner,
+            "receive_attempt",
+            {
+                "topic": topic,
+                "attempt_id": attempt_id,
+                "max": wanted,
+                "visibility_s": visibility_s,
+                "wait_s": wait_s,
+            },
+            wait_s + CALL_TIMEOUT_S,
+        )
+        return [decode_delivery(raw) for raw in answer["received"]]
+
+    async def restart_attempt(
+        self, owner: Owner, topic: str, receipt_handles: list[str], visibility_s: int
+    ) -> list[bool | None]:
+        """`FifoService.restart_here` on the owner of these handles' partitions."""
+        answer = await self.call(
+            owner,
+            "restart_attempt",
+            {"topic": topic, "handles": receipt_handles, "visibility_s": visibility_s},
+        )
+        return [None if kept is None else bool(kept) for kept in answer["kept"]]
 
     async def park(
         self,

@@ -98,6 +98,27 @@ async def _fifo_send(
     }
 
 
+async def _receive_attempt(
+    messages: MessageService, record: QueueRecord, body: dict[str, Any]
+) -> dict[str, Any]:
+    received = await messages.fifo.receive(
+        record,
+        str(body["attempt_id"]),
+        int(body["max"]),
+        int(body["visibility_s"]),
+        int(body["wait_s"]),
+        forward=False,
+    )
+    return {"received": [encode_delivery(r.delivery, r.receipt_handle) for r in received]}
+
+
+async def _restart_attempt(
+    messages: MessageService, record: QueueRecord, body: dict[str, Any]
+) -> dict[str, Any]:
+    handles = [str(handle) for handle in body["handles"]]
+    return {"kept": messages.fifo.restart_here(record, handles, int(body["visibility_s"]))}
+
+
 async def _purge(
     messages: MessageService, record: QueueRecord, body: dict[str, Any]
 ) -> dict[str, Any]:
@@ -123,6 +144,8 @@ OPERATIONS: dict[str, Operation] = {
     "change_visibility": _change_visibility,
     "purge": _purge,
     "fifo_send": _fifo_send,
+    "receive_attempt": _receive_attempt,
+    "restart_attempt": _restart_attempt,
 }
 # Operations on many queues at once: the body names them itself.
 GATEWAY_OPERATIONS: dict[str, GatewayOperation] = {"gauges": _gauges}

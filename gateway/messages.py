@@ -25,7 +25,7 @@ import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from confluent_kafka import KafkaException
 
@@ -40,7 +40,7 @@ from gateway.errors import (
 )
 from gateway.events import EventSink
 from gateway.fifo import FifoService
-from gateway.forwarding import Forwarder, NotServedHere, QueueGaugeParts
+from gateway.forwarding import Forwarder, NotServedHere, QueueGaugeParts, Received
 from gateway.group_sync import GroupSync
 from gateway.ownership import EveryPartition, GroupOwnership
 from gateway.queue_attributes import DEFAULTS
@@ -71,12 +71,6 @@ log = logging.getLogger("kqs.messages")
 # How long a send waits for its record to come back through ingest before answering anyway.
 # The record is durable in Kafka by then; only its immediate receivability is at stake.
 INGEST_WAIT_S = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class Received:
-    delivery: Delivery
-    receipt_handle: str
 
 
 def _attribute_int(record: QueueRecord, name: str) -> int:
@@ -443,7 +437,7 @@ class MessageService:
             forwarded, moved_there = await self._forwarder.receive(
                 owners, record.topic, max_messages - len(received), visibility_ms
             )
-            received += [Received(f.delivery, f.receipt_handle) for f in forwarded]
+            received += forwarded
             moved += moved_there
         return received, moved
 

@@ -433,6 +433,47 @@ def test_a_fifo_send_through_either_gateway_is_deduplicated_by_the_owner_of_its_
     eventually(lambda: True if counts(clients[0], url) == (0, 2) else None, "nothing else")
 
 
+def test_a_retried_fifo_receive_gets_the_same_messages_through_either_gateway(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: a FIFO queue with a message group on a partition X serves and one on a partition
+    # the other gateway (Y) serves, two messages each
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    name = f"attempt-{uuid.uuid4().hex[:12]}.fifo"
+    url = clients[0].create_queue(
+        QueueName=name, Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    x, y, x_partitions = serving_and_other(
+        gateways, kafka_bootstrap, topic_of(kafka_bootstrap, name)
+    )
+    y_partitions = set(range(PARTITIONS)) - x_partitions
+    groups = [group_on(min(x_partitions)), group_on(min(y_partitions or x_partitions))]
+    for group in groups:
+        for i in (1, 2):
+            clients[x].send_message(QueueUrl=url, MessageBody=f"{group}-{i}", MessageGroupId=group)
+
+    def receive(client: Any, attempt: str) -> list[tuple[str, str]]:
+        answer = client.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=60,
+            ReceiveRequestAttemptId=attempt,
+        )
+        return [(m["Body"], m["ReceiptHandle"]) for m in answer.get("Messages", [])]
+
+    # When: a receive with an attempt id through X, then the same attempt through Y and X
+    first = eventually(lambda: receive(clients[x], "attempt-1") or None, "the first receive")
+    retried = [receive(clients[y], "attempt-1"), receive(clients[x], "attempt-1")]
+    # Then: each retry gets the same messages with the same receipt handles, whichever
+    # gateway it reached; another attempt finds every group in flight
+    assert sorted(body for body, _ in first) == sorted(f"{g}-{i}" for g in groups for i in (1, 2))
+    assert retried == [first, first]
+    assert receive(clients[y], "attempt-2") == []
+    # And: once one message is deleted, a retry gets only the others
+    clients[y].delete_message(QueueUrl=url, ReceiptHandle=first[0][1])
+    assert receive(clients[y], "attempt-1") == first[1:]
+
+
 def test_an_error_of_the_owner_reaches_the_client_of_the_forwarding_gateway_unchanged(
     gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
 ) -> None:

@@ -9,8 +9,8 @@ from gateway.action import Action, Result
 from gateway.checksums import md5_of_attributes, md5_of_body
 from gateway.context import RequestContext
 from gateway.fifo import check_attempt_id
+from gateway.forwarding import Received
 from gateway.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_message_attributes
-from gateway.messages import Received
 from gateway.params import Params
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import is_fifo
@@ -101,14 +101,13 @@ async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
     fifo_queue = is_fifo(record)
     attempt_id = req.receive_request_attempt_id if fifo_queue else None  # FIFO only, as in SQS
     check_attempt_id(attempt_id)
-    fifo = ctx.runtime.messages.fifo
-    received = fifo.attempt(record, attempt_id, visibility_s) if attempt_id is not None else None
-    if received is None:
-        received = await ctx.runtime.messages.receive(
-            record, req.max_number_of_messages, visibility_s, wait_s
+    messages = ctx.runtime.messages
+    if attempt_id is not None:
+        received = await messages.fifo.receive(
+            record, attempt_id, req.max_number_of_messages, visibility_s, wait_s
         )
-        if attempt_id is not None:
-            fifo.remember_attempt(record, attempt_id, received)
+    else:
+        received = await messages.receive(record, req.max_number_of_messages, visibility_s, wait_s)
     if not received:
         return {}
     return {"Messages": [_message_result(r, req, fifo_queue) for r in received]}
