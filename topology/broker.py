@@ -594,6 +594,13 @@ def _java_command(java: str, home: Path, data_dir: Path, heap: str) -> list[str]
         # gateway for a small machine. Its full collections stop the broker for a while
         # (about a second with the ~700 MB live heap of 10,000 topics); young ones are short.
         "-XX:+UseSerialGC",
+        # C1 only. With tiered compilation C2 compiled the broker's code for as long as it
+        # was measured (three fills of 100,000 messages, ~3 minutes: ~20 µs of C2 thread CPU
+        # per message in each, ~12 % of the server core the gateway shares), to make the
+        # data plane ~3 µs per message cheaper than C1's code (bench/results/PROFILE.md,
+        # session 11). The broker's heavy lifting (CRC32C, copies, sockets, fsync) is
+        # intrinsics and native code either way.
+        "-XX:TieredStopAtLevel=1",
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={data_dir / _LOG4J_FILE}",
         f"-Dkafka.logs.dir={data_dir}",
