@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash_workload import RECEIVE_WAIT_S, VISIBILITY_TIMEOUT_S, Verdict, Workload
-from tests.harness import GatewayProcess, free_port, json_client
+from tests.harness import GatewayProcess, KafkaCluster, free_port, json_client
 from topology import broker
 
 
@@ -31,12 +31,22 @@ class Size:
     consumers: int
     # Scale-out run: times a third gateway joins the two serving the load and leaves again.
     hand_overs: int = 3
+    # Scale-out on the 3-broker cluster: gateway SIGKILLs among three, then broker SIGKILLs.
+    cluster_gateway_kills: int = 3
+    cluster_broker_kills: int = 1
 
 
 SIZES = {
     "reduced": Size(gateway_kills=4, broker_kills=2, queues=3, producers=2, consumers=2),
     "full": Size(
-        gateway_kills=20, broker_kills=5, queues=4, producers=4, consumers=4, hand_overs=10
+        gateway_kills=20,
+        broker_kills=5,
+        queues=4,
+        producers=4,
+        consumers=4,
+        hand_overs=10,
+        cluster_gateway_kills=10,
+        cluster_broker_kills=3,
     ),
 }
 SIZE = SIZES[os.environ.get("KQS_CRASH_SIZE", "reduced")]
@@ -290,3 +300,54 @@ def test_partition_hand_over_cycles(kafka_bootstrap: str, tmp_path: Path, leavin
         visitor.stop()
         for gateway in serving:
             gateway.stop()
+
+
+@pytest.mark.slow
+def test_cluster_sigkill_cycles(tmp_path: Path) -> None:
+    """Scale-out on the deployment `compose/` describes: three group-mode gateways on three
+    brokers (replication factor 3, min.insync.replicas 2) carry the load, alternating
+    gateways and protocols per thread, while a random gateway is SIGKILLed and restarted
+    (its partitions move to the others after its session times out, are restored from the
+    changelog, and may come back), and then a random broker is (the acknowledged records
+    are on two others; the group coordinator and partition leaders move). Every message is
+    accounted for as in the kill cycles."""
+    cluster = KafkaCluster(tmp_path / "cluster")
+    cluster.start()
+    serving = [
+        GatewayProcess(tmp_path / f"gateway-{i}", cluster.bootstrap, env=SCALE_OUT_ENV)
+        for i in range(3)
+    ]
+    rng = random.Random(17)
+    restarts: list[float] = []  # each killed node's start to ready
+    workload: Workload | None = None
+    try:
+        for gateway in serving:
+            gateway.start(timeout_s=120)
+        urls = _queues(serving[0].endpoint, SIZE.queues)
+        workload = Workload([g.endpoint for g in serving], urls, SIZE.producers, SIZE.consumers)
+        workload.start()
+        for _ in range(SIZE.cluster_gateway_kills):
+            time.sleep(rng.uniform(2.0, 4.0))
+            victim = rng.choice(serving)
+            victim.kill()
+            time.sleep(rng.uniform(0.5, 3.0))
+            began = time.monotonic()
+            victim.start(timeout_s=120)
+            restarts.append(time.monotonic() - began)
+        for _ in range(SIZE.cluster_broker_kills):
+            time.sleep(rng.uniform(2.0, 4.0))
+            node = rng.randrange(len(cluster.nodes))
+            cluster.kill(node)
+            time.sleep(rng.uniform(2.0, 5.0))  # two brokers left: acks=all still succeeds
+            began = time.monotonic()
+            cluster.restart(node)
+            restarts.append(time.monotonic() - began)
+        label = "gateway and broker SIGKILL on the 3-broker cluster"
+        # A client of a killed gateway sees its connection refused until it is back.
+        _finish(workload, serving[0], urls, label, restarts, connection_errors_expected=True)
+    finally:
+        if workload is not None:
+            workload.stop()
+        for gateway in serving:
+            gateway.stop()
+        cluster.stop()
