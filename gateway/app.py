@@ -447,15 +447,14 @@ def build_app(
     app.router.add_get("/metrics", _metrics)  # before the catch-all: SQS is served on any path
     app.router.add_post(
         f"{INTERNAL_PATH}{{operation}}",
-        internal_handler(receipt_secret(settings), _message_parts),
+        internal_handler(receipt_secret(settings), _runtime),
     )
     app.router.add_route("*", "/{tail:.*}", _handle)
     return app
 
 
-def _message_parts(request: web.Request) -> tuple[MessageService, QueueRegistry]:
-    runtime = request.app[RUNTIME]
-    return runtime.messages, runtime.registry
+def _runtime(request: web.Request) -> Runtime:
+    return request.app[RUNTIME]
 
 
 def _gateway_id(settings: Settings) -> str:

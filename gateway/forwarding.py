@@ -78,22 +78,37 @@ class QueueGaugeParts:
         )
 
 
-def encode_delivery(delivery: Delivery, receipt_handle: str) -> dict[str, Any]:
+def encode_delivery(delivery: Delivery) -> dict[str, Any]:
     return {
         "offset": delivery.offset,
         "fact": base64.b64encode(delivery.fact.encode()).decode(),
         "message": base64.b64encode(delivery.message.encode()).decode(),
-        "handle": receipt_handle,
     }
 
 
-def decode_delivery(raw: dict[str, Any]) -> Received:
-    delivery = Delivery(
+def decode_delivery(raw: dict[str, Any]) -> Delivery:
+    return Delivery(
         int(raw["offset"]),
         LeaseFact.decode(base64.b64decode(raw["fact"])),
         StoredMessage.decode(base64.b64decode(raw["message"])),
     )
-    return Received(delivery, str(raw["handle"]))
+
+
+def encode_received(delivery: Delivery, receipt_handle: str) -> dict[str, Any]:
+    return {**encode_delivery(delivery), "handle": receipt_handle}
+
+
+def decode_received(raw: dict[str, Any]) -> Received:
+    return Received(decode_delivery(raw), str(raw["handle"]))
+
+
+def encode_held(partition: int, delivery: Delivery) -> dict[str, Any]:
+    """A message a move task holds (`hold`): no receipt handle, the partition instead."""
+    return {**encode_delivery(delivery), "partition": partition}
+
+
+def decode_held(raw: dict[str, Any]) -> tuple[int, Delivery]:
+    return int(raw["partition"]), decode_delivery(raw)
 
 
 def encode_error(error: SqsError) -> dict[str, Any]:
@@ -220,7 +235,7 @@ class Forwarder:
                 # Moving to another gateway, or its gateway is gone: nothing is receivable
                 # there now, as for a partition nobody serves; the others still answer.
                 continue
-            received += [decode_delivery(raw) for raw in answer["received"]]
+            received += [decode_received(raw) for raw in answer["received"]]
             moved += int(answer["moved"])
         return received, moved
 
@@ -247,7 +262,7 @@ class Forwarder:
             },
             wait_s + CALL_TIMEOUT_S,
         )
-        return [decode_delivery(raw) for raw in answer["received"]]
+        return [decode_received(raw) for raw in answer["received"]]
 
     async def restart_attempt(
         self, owner: Owner, topic: str, receipt_handles: list[str], visibility_s: int
@@ -344,3 +359,58 @@ class Forwarder:
             owner, "purge", {"topic": topic, "ends": {str(p): e for p, e in ends.items()}}
         )
         return int(answer["dropped"])
+
+    # -- message move tasks (`gateway/move_tasks.py`) ---------------------------------------
+    # The first three go to the source queue's home gateway (the one serving its partition
+    # 0), which runs its tasks; `hold` and `remove_held` to the owners of its partitions.
+
+    async def start_move_task(
+        self,
+        home: Owner,
+        topic: str,
+        source_arn: str,
+        destination_arn: str | None,
+        max_per_second: int | None,
+    ) -> str:
+        """Start a task on the source queue's home gateway; returns its TaskHandle."""
+        answer = await self.call(
+            home,
+            "move_task_start",
+            {
+                "topic": topic,
+                "source_arn": source_arn,
+                "destination_arn": destination_arn,
+                "max_per_second": max_per_second,
+            },
+        )
+        return str(answer["handle"])
+
+    async def list_move_tasks(
+        self, home: Owner, topic: str, max_results: int
+    ) -> list[dict[str, Any]]:
+        """The source queue's most recent tasks on its home gateway, each as
+        `MoveTaskSummary.encode` gives it."""
+        answer = await self.call(home, "move_task_list", {"topic": topic, "max": max_results})
+        tasks: list[dict[str, Any]] = answer["tasks"]
+        return tasks
+
+    async def cancel_move_task(self, home: Owner, topic: str, task_id: str) -> int:
+        """Cancel a task on its home gateway; returns how many messages it had moved."""
+        answer = await self.call(home, "move_task_cancel", {"topic": topic, "task_id": task_id})
+        return int(answer["moved"])
+
+    async def hold(
+        self, owner: Owner, topic: str, partitions: list[int], wanted: int
+    ) -> list[tuple[int, Delivery]]:
+        """Hold up to `wanted` visible messages of the owner's partitions for a move task:
+        (partition, delivery) of each."""
+        answer = await self.call(
+            owner, "move_hold", {"topic": topic, "partitions": partitions, "max": wanted}
+        )
+        return [decode_held(raw) for raw in answer["held"]]
+
+    async def remove_held(self, owner: Owner, topic: str, partition: int, offset: int) -> None:
+        """Remove a message a move task has moved from the owner's partition."""
+        await self.call(
+            owner, "move_remove", {"topic": topic, "partition": partition, "offset": offset}
+        )

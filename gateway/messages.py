@@ -373,20 +373,20 @@ class MessageService:
         """Wait until something may be visible: a wake-up here, or on another gateway that
         serves some of the queue's partitions."""
         local = self._signals.wait(record.key, timeout_s)
-        owners = self._owners(record, partition_keys(record))
+        owners = self.owners(record, partition_keys(record))
         if not owners or self._forwarder is None:
             await local
             return
         await self._forwarder.park(owners.items(), record.topic, local, timeout_s)
 
-    def _served(self, record: QueueRecord) -> tuple[PartitionKey, ...]:
+    def served(self, record: QueueRecord) -> tuple[PartitionKey, ...]:
         """The queue's partitions served here (all of them with one gateway)."""
         keys = partition_keys(record)
         if self._everything_here:
             return keys
         return tuple(pk for pk in keys if self.ownership.serves(record.topic, pk.partition))
 
-    def _owners(
+    def owners(
         self, record: QueueRecord, pks: Sequence[PartitionKey]
     ) -> dict[Owner, list[PartitionKey]]:
         """The partitions of `pks` other gateways serve, by gateway (none with one gateway;
@@ -403,7 +403,7 @@ class MessageService:
         return owners
 
     def _over_in_flight_limit(self, record: QueueRecord) -> bool:
-        in_flight = sum(self._leases.in_flight_at_most(pk) for pk in self._served(record))
+        in_flight = sum(self._leases.in_flight_at_most(pk) for pk in self.served(record))
         # Ended leases and expired messages still count in that bound: only a queue that
         # looks full pays for the exact count.
         return in_flight >= limits.MAX_IN_FLIGHT and (
@@ -412,7 +412,7 @@ class MessageService:
 
     def _next_visible_at_ms(self, record: QueueRecord, now_ms: int) -> int | None:
         times = [
-            t for pk in self._served(record) if (t := self._leases.next_visible_at_ms(pk, now_ms))
+            t for pk in self.served(record) if (t := self._leases.next_visible_at_ms(pk, now_ms))
         ]
         return min(times) if times else None
 
@@ -432,7 +432,7 @@ class MessageService:
         received, moved = await self._receive_partitions(
             record, served, max_messages, visibility_ms, now_ms
         )
-        owners = self._owners(record, rotated)
+        owners = self.owners(record, rotated)
         if owners and self._forwarder is not None and len(received) < max_messages:
             forwarded, moved_there = await self._forwarder.receive(
                 owners, record.topic, max_messages - len(received), visibility_ms
@@ -446,7 +446,7 @@ class MessageService:
     ) -> tuple[list[Received], int]:
         """A receive forwarded by another gateway, on partitions served here."""
         keys = partition_keys(record)
-        pks = [keys[p] for p in self._served_here(record, partitions)]
+        pks = [keys[p] for p in self.served_here(record, partitions)]
         return await self._receive_partitions(
             record, pks, max_messages, visibility_ms, self._clock.now_ms()
         )
@@ -488,7 +488,7 @@ class MessageService:
                 moved += len(outcome.dead_letter)
         return received, moved
 
-    def _served_here(self, record: QueueRecord, partitions: list[int]) -> list[int]:
+    def served_here(self, record: QueueRecord, partitions: list[int]) -> list[int]:
         """`partitions` (of a forwarded request), all served here, or `NotServedHere`."""
         for partition in partitions:
             if partition >= record.partitions or not self.ownership.serves(record.topic, partition):
@@ -499,7 +499,7 @@ class MessageService:
         """A long poll of another gateway, parked here until something may be visible on
         these partitions: at once if something is."""
         keys = partition_keys(record)
-        pks = [keys[p] for p in self._served_here(record, partitions)]
+        pks = [keys[p] for p in self.served_here(record, partitions)]
         now_ms = self._clock.now_ms()
         if any(self._leases.has_visible(pk, now_ms) for pk in pks):
             return
@@ -584,9 +584,9 @@ class MessageService:
         """The gateway serving `pk` and the channel to it, when that is not this one (see
         `_owner_elsewhere`); for the FIFO sends (`gateway/fifo.py`)."""
         owner = self._owner_elsewhere(record, pk, forward)
-        return None if owner is None else (owner, self._forwarder_for(owner))
+        return None if owner is None else (owner, self.forwarder_for(owner))
 
-    def _forwarder_for(self, owner: Owner) -> Forwarder:
+    def forwarder_for(self, owner: Owner) -> Forwarder:
         if self._forwarder is None:
             raise ServiceUnavailable("No channel to the gateway serving this partition.")
         return self._forwarder
@@ -626,7 +626,7 @@ class MessageService:
                 pk, handle = self._locate(record, receipt_handle)
                 owner = self._owner_elsewhere(record, pk, forward)
                 if owner is not None:
-                    forwarder = self._forwarder_for(owner)
+                    forwarder = self.forwarder_for(owner)
                     forwarded.append((i, forwarder.delete(owner, record.topic, receipt_handle)))
                     continue
                 if fifo:
@@ -686,7 +686,7 @@ class MessageService:
                 pk, handle = self._locate(record, receipt_handle)
                 owner = self._owner_elsewhere(record, pk, forward)
                 if owner is not None:
-                    forwarder = self._forwarder_for(owner)
+                    forwarder = self.forwarder_for(owner)
                     forwarded.append(
                         (
                             i,
@@ -741,12 +741,12 @@ class MessageService:
 
     def counts(self, record: QueueRecord) -> Counts:
         """The queue's exact counters, of the partitions served here (all with one gateway)."""
-        return self._counts_of(record, self._served(record))
+        return self._counts_of(record, self.served(record))
 
     async def queue_counts(self, record: QueueRecord) -> Counts:
         """The queue's exact counters over all its partitions, wherever they are served."""
         total = self.counts(record)
-        owners = self._owners(record, partition_keys(record))
+        owners = self.owners(record, partition_keys(record))
         if owners and self._forwarder is not None:
             total = total + await self._forwarder.counts(owners, record.topic)
         return total
@@ -754,7 +754,7 @@ class MessageService:
     def counts_here(self, record: QueueRecord, partitions: list[int]) -> Counts:
         """Counters of partitions served here, for another gateway (`queue_counts`)."""
         keys = partition_keys(record)
-        return self._counts_of(record, [keys[p] for p in self._served_here(record, partitions)])
+        return self._counts_of(record, [keys[p] for p in self.served_here(record, partitions)])
 
     def _counts_of(self, record: QueueRecord, pks: Iterable[PartitionKey]) -> Counts:
         """Exact counters of these partitions (served here), expired messages dropped first."""
@@ -777,7 +777,7 @@ class MessageService:
         now_ms = self._clock.now_ms()
         retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
         dropped = 0
-        for pk in self._served(record):
+        for pk in self.served(record):
             message_ids = self._leases.expire_ids(pk, now_ms, retention_ms)
             if message_ids:
                 self._events.expired(record, message_ids)
@@ -787,7 +787,7 @@ class MessageService:
     def oldest_message_age_s(self, record: QueueRecord) -> int:
         """ApproximateAgeOfOldestMessage of the partitions served here: seconds since the
         oldest message was sent, or 0."""
-        return self._age_s(self._oldest_sent_ms(self._served(record)))
+        return self._age_s(self._oldest_sent_ms(self.served(record)))
 
     def _oldest_sent_ms(self, pks: Iterable[PartitionKey]) -> int | None:
         sent = [t for pk in pks if (t := self._leases.oldest_sent_ms(pk)) is not None]
@@ -809,7 +809,7 @@ class MessageService:
                 continue
             keys = partition_keys(record)
             try:
-                pks = [keys[p] for p in self._served_here(record, wanted)]
+                pks = [keys[p] for p in self.served_here(record, wanted)]
             except NotServedHere:
                 continue
             parts[topic] = QueueGaugeParts(self._counts_of(record, pks), self._oldest_sent_ms(pks))
@@ -837,8 +837,8 @@ class MessageService:
             keys = partition_keys(record)
             if not self._everything_here and not self.ownership.serves(record.topic, 0):
                 continue
-            served = self._served(record)
-            owners = self._owners(record, keys)
+            served = self.served(record)
+            owners = self.owners(record, keys)
             if len(served) + sum(len(pks) for pks in owners.values()) < len(keys):
                 continue  # a partition without an owner: counted next round
             here = QueueGaugeParts(self._counts_of(record, served), self._oldest_sent_ms(served))
@@ -872,7 +872,7 @@ class MessageService:
         keys = partition_keys(record)
         dropped = 0
         with self._changes() as changes:  # the purge watermarks, awaited
-            for partition in self._served_here(record, list(ends)):
+            for partition in self.served_here(record, list(ends)):
                 dropped += self._leases.purge(
                     keys[partition], ends[partition], self._clock.now_ms()
                 )
@@ -901,11 +901,11 @@ class MessageService:
         if self._registry.current(record) is None:
             raise QueueDoesNotExist()  # deleted while the offsets were fetched
         dropped = await self.purge_here(
-            record, {pk.partition: ends[pk.partition] for pk in self._served(record)}
+            record, {pk.partition: ends[pk.partition] for pk in self.served(record)}
         )
-        for owner, pks in self._owners(record, partition_keys(record)).items():
+        for owner, pks in self.owners(record, partition_keys(record)).items():
             ends_there = {pk.partition: ends[pk.partition] for pk in pks}
-            dropped += await self._forwarder_for(owner).purge(owner, record.topic, ends_there)
+            dropped += await self.forwarder_for(owner).purge(owner, record.topic, ends_there)
         self._events.purged(record, dropped)
         log.info("queue purged", extra={"queue": record.key, "messages": dropped})
         # The purge has taken effect; trimming the log only reclaims space (the purge

@@ -23,6 +23,20 @@ again when their hold ends, after at most `HOLD_MS`).
 
 Task state is kept in memory: tasks do not survive a gateway restart yet. A running task
 simply stops, and after a restart its handle is unknown ("Task does not exist.").
+
+With several gateways (`gateway/ownership.py`), a source queue's tasks run on its **home**:
+the gateway serving its partition 0. Start, List and Cancel arriving elsewhere are forwarded
+to it (`move_task_*` on the internal channel, `gateway/forwarding.py`), after the action
+validated them, so every gateway answers as the home does. The home holds the messages of
+the partitions it serves itself and those of the others through their owners (`move_hold`),
+sends them through its own `MessageService`, and has the owner remove each one it moved
+(`move_remove`). A partition nobody serves (a rebalance) is skipped for that round, and one
+whose owner cannot be reached too; the task completes when nothing visible is left in the
+partitions it reaches. A remove that finds nobody serving the partition fails the task, the
+message sent already (the at-least-once case of step 3). A home gateway that stops or leaves
+loses its tasks as a restart does, and one that stops serving partition 0 ends them
+(FAILED) so that the new home may start others: the messages they held become visible again
+after `HOLD_MS`.
 """
 
 from __future__ import annotations
@@ -32,8 +46,9 @@ import base64
 import binascii
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
+from typing import Any
 
 from confluent_kafka import KafkaException
 
@@ -42,9 +57,11 @@ from gateway.errors import (
     InternalError,
     InvalidParameterValue,
     QueueDoesNotExist,
+    ResourceNotFound,
     ServiceUnavailable,
     SqsError,
 )
+from gateway.forwarding import Forwarder
 from gateway.messages import MessageService
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import QueueRegistry, is_fifo, partition_keys
@@ -52,6 +69,7 @@ from lease_store.clock import Clock
 from lease_store.records import StoredMessage
 from lease_store.store import Delivery, LeaseStore, PartitionKey
 from topology.catalog import QueueRecord
+from topology.owners import Owner
 from topology.producer import ProduceFailed
 
 log = logging.getLogger("kqs.move_tasks")
@@ -91,6 +109,41 @@ class MoveTask:
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     runner: asyncio.Task[None] | None = None
 
+    def summary(self) -> MoveTaskSummary:
+        return MoveTaskSummary(
+            handle=self.handle,
+            status=self.status,
+            source_arn=self.source_arn,
+            destination_arn=self.destination_arn,
+            max_per_second=self.max_per_second,
+            moved=self.moved,
+            to_move=self.to_move,
+            failure_reason=self.failure_reason,
+            started_ms=self.started_ms,
+        )
+
+
+@dataclass(frozen=True)
+class MoveTaskSummary:
+    """What ListMessageMoveTasks shows of a task, here or from its home gateway."""
+
+    handle: str
+    status: MoveTaskStatus
+    source_arn: str
+    destination_arn: str | None
+    max_per_second: int | None
+    moved: int
+    to_move: int
+    failure_reason: str | None
+    started_ms: int
+
+    def encode(self) -> dict[str, Any]:
+        return {**asdict(self), "status": self.status.value}
+
+    @classmethod
+    def decode(cls, raw: dict[str, Any]) -> MoveTaskSummary:
+        return cls(**{**raw, "status": MoveTaskStatus(raw["status"])})
+
 
 def encode_handle(task_id: str, source_arn: str) -> str:
     """An opaque TaskHandle: base64 of the task id and the source queue ARN."""
@@ -108,7 +161,8 @@ def decode_handle(handle: str) -> tuple[str, str] | None:
 
 
 class MoveTasks:
-    """Every move task of this gateway, running or finished (in memory)."""
+    """The move tasks of the source queues whose home this gateway is (all with one
+    gateway), running or finished, in memory; requests about the others go to their home."""
 
     def __init__(
         self,
@@ -125,15 +179,25 @@ class MoveTasks:
         # Queue topic (so one incarnation of the source queue) -> its tasks, newest first.
         self._by_source: dict[str, list[MoveTask]] = {}
 
-    # -- requests --------------------------------------------------------------------------
+    # -- requests (validated by the actions; `forward` False: from another gateway) ---------
 
-    def start(
+    async def start(
         self,
         source: QueueRecord,
         source_arn: str,
         destination_arn: str | None,
         max_per_second: int | None,
-    ) -> MoveTask:
+        forward: bool = True,
+    ) -> str:
+        """Start a task on the source queue's home; returns its TaskHandle."""
+        home = self._home_elsewhere(source, forward)
+        if home is not None:
+            owner, forwarder = home
+            return await forwarder.start_move_task(
+                owner, source.topic, source_arn, destination_arn, max_per_second
+            )
+        to_move = (await self._messages.queue_counts(source)).visible  # over all partitions
+        # From here on no await: the check below and the task's registration are one step.
         history = self._by_source.setdefault(source.topic, [])
         if any(task.status in ACTIVE for task in history):
             raise InvalidParameterValue(
@@ -148,7 +212,7 @@ class MoveTasks:
             source_arn=source_arn,
             destination_arn=destination_arn,
             max_per_second=max_per_second,
-            to_move=self._messages.counts(source).visible,
+            to_move=to_move,
             started_ms=self._clock.now_ms(),
         )
         history.insert(0, task)
@@ -166,20 +230,46 @@ class MoveTasks:
                 "to_move": task.to_move,
             },
         )
-        return task
+        return task.handle
 
-    def find(self, task_id: str) -> MoveTask | None:
-        return self._by_id.get(task_id)
+    async def summaries(
+        self, source: QueueRecord, max_results: int, forward: bool = True
+    ) -> list[MoveTaskSummary]:
+        """The source queue's most recent tasks, most recent first."""
+        home = self._home_elsewhere(source, forward)
+        if home is not None:
+            owner, forwarder = home
+            found = await forwarder.list_move_tasks(owner, source.topic, max_results)
+            return [MoveTaskSummary.decode(raw) for raw in found]
+        return [task.summary() for task in self._by_source.get(source.topic, [])[:max_results]]
 
-    def cancel(self, task: MoveTask) -> int:
-        """Ask a RUNNING task to stop after the messages in hand; returns how many it moved."""
+    async def cancel(self, source: QueueRecord, task_id: str, forward: bool = True) -> int:
+        """Ask a RUNNING task of the source queue to stop after the messages in hand; returns
+        how many it moved."""
+        home = self._home_elsewhere(source, forward)
+        if home is not None:
+            owner, forwarder = home
+            return await forwarder.cancel_move_task(owner, source.topic, task_id)
+        task = self._by_id.get(task_id)
+        if task is None or task.source.topic != source.topic:
+            raise ResourceNotFound("Task does not exist.")
+        if task.status is not MoveTaskStatus.RUNNING:
+            # The API model lists ResourceNotFoundException as this action's only sender error.
+            raise ResourceNotFound(
+                f"Only a RUNNING task can be cancelled; this task is {task.status.value}."
+            )
         task.status = MoveTaskStatus.CANCELLING
         task.cancel_requested.set()
         return task.moved
 
-    def of_source(self, source: QueueRecord) -> list[MoveTask]:
-        """The tasks of a source queue, most recent first."""
-        return list(self._by_source.get(source.topic, []))
+    def _home_elsewhere(self, source: QueueRecord, forward: bool) -> tuple[Owner, Forwarder] | None:
+        """The source queue's home gateway and the channel to it, when that is not this one.
+
+        Raises `ServiceUnavailable` while nobody serves partition 0 (a rebalance), and
+        `NotServedHere` for a forwarded request (`forward` False) that reached a gateway no
+        longer its home.
+        """
+        return self._messages.owner_elsewhere(source, partition_keys(source)[0], forward)
 
     async def close(self) -> None:
         """Stop every running task (gateway shutdown); the tasks are forgotten with it."""
@@ -187,6 +277,47 @@ class MoveTasks:
         for runner in runners:
             runner.cancel()
         await asyncio.gather(*runners, return_exceptions=True)
+
+    # -- what the owner of a source partition does for a task (or for the home's) -------------
+
+    def hold_here(
+        self, source: QueueRecord, partitions: list[int], wanted: int
+    ) -> list[tuple[PartitionKey, Delivery]]:
+        """Hold up to `wanted` visible messages of these partitions, served here
+        (`NotServedHere` otherwise), out of sight for `HOLD_MS`."""
+        now_ms = self._clock.now_ms()
+        retention_ms = 1000 * int(
+            source.attributes.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"])
+        )
+        keys = partition_keys(source)
+        held: list[tuple[PartitionKey, Delivery]] = []
+        for partition in self._messages.served_here(source, partitions):
+            if len(held) >= wanted:
+                break
+            pk = keys[partition]
+            if is_fifo(source):
+                # A FIFO DLQ: groups in order, none another consumer holds (and each locked
+                # while its messages are held).
+                taken = self._leases.receive_fifo(
+                    pk, now_ms, wanted - len(held), 0, retention_ms, hold_ms=HOLD_MS
+                ).delivered
+            else:
+                taken = self._leases.hold(pk, now_ms, wanted - len(held), HOLD_MS, retention_ms)
+            held.extend((pk, delivery) for delivery in taken)
+        return held
+
+    async def remove(
+        self, source: QueueRecord, pk: PartitionKey, offset: int, forward: bool = True
+    ) -> None:
+        """Remove a moved message from the source, through its partition's owner now (the
+        one that held it, or the gateway the partition moved to since, which has the hold
+        from the changelog)."""
+        owner = self._messages.owner_elsewhere(source, pk, forward)
+        if owner is not None:
+            gateway, forwarder = owner
+            await forwarder.remove_held(gateway, source.topic, pk.partition, offset)
+            return
+        self._leases.remove(pk, offset, self._clock.now_ms())
 
     # -- the task itself -------------------------------------------------------------------
 
@@ -200,12 +331,18 @@ class MoveTasks:
                 source = self._registry.current(task.source)
                 if source is None:
                     raise QueueDoesNotExist()
-                held = self._hold(source, min(MOVE_BATCH, rate, task.to_move - handled))
+                if not self._messages.ownership.serves(source.topic, 0):
+                    # Partition 0 moved: the new home answers for the queue's tasks now and
+                    # may start another, so this one must not go on beside it.
+                    raise ServiceUnavailable(
+                        "The gateway running this task no longer serves its source queue."
+                    )
+                held = await self._hold(source, min(MOVE_BATCH, rate, task.to_move - handled))
                 if not held:
                     break  # nothing visible in the DLQ any more
                 handled += len(held)
                 outcomes = await asyncio.gather(
-                    *(self._move(task, pk, delivery) for pk, delivery in held),
+                    *(self._move(task, source, pk, delivery) for pk, delivery in held),
                     return_exceptions=True,
                 )
                 for outcome in outcomes:
@@ -233,32 +370,30 @@ class MoveTasks:
                 extra={"task": task.task_id, "moved": task.moved},
             )
 
-    def _hold(self, source: QueueRecord, wanted: int) -> list[tuple[PartitionKey, Delivery]]:
-        now_ms = self._clock.now_ms()
-        retention_ms = 1000 * int(
-            source.attributes.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"])
-        )
-        held: list[tuple[PartitionKey, Delivery]] = []
-        for pk in partition_keys(source):
+    async def _hold(self, source: QueueRecord, wanted: int) -> list[tuple[PartitionKey, Delivery]]:
+        """Up to `wanted` messages of the source, from the partitions served here first, then
+        from the other owners'."""
+        served = [pk.partition for pk in self._messages.served(source)]
+        held = self.hold_here(source, served, wanted)
+        keys = partition_keys(source)
+        for owner, pks in self._messages.owners(source, keys).items():
             if len(held) >= wanted:
                 break
-            if not self._messages.ownership.serves(source.topic, pk.partition):
-                # Group mode: another gateway serves it, and the copy here is not current;
-                # moving from it would send messages the owner still holds. (Not forwarded
-                # yet: such a task moves the messages of the partitions served here.)
+            forwarder = self._messages.forwarder_for(owner)
+            try:
+                taken = await forwarder.hold(
+                    owner, source.topic, [pk.partition for pk in pks], wanted - len(held)
+                )
+            except ServiceUnavailable:
+                # Moving to another gateway, or its gateway is gone: skipped this round, as a
+                # partition nobody serves is.
                 continue
-            if is_fifo(source):
-                # A FIFO DLQ: groups in order, none another consumer holds (and each locked
-                # while its messages are held).
-                taken = self._leases.receive_fifo(
-                    pk, now_ms, wanted - len(held), 0, retention_ms, hold_ms=HOLD_MS
-                ).delivered
-            else:
-                taken = self._leases.hold(pk, now_ms, wanted - len(held), HOLD_MS, retention_ms)
-            held.extend((pk, delivery) for delivery in taken)
+            held.extend((keys[partition], delivery) for partition, delivery in taken)
         return held
 
-    async def _move(self, task: MoveTask, pk: PartitionKey, delivery: Delivery) -> None:
+    async def _move(
+        self, task: MoveTask, source: QueueRecord, pk: PartitionKey, delivery: Delivery
+    ) -> None:
         original = delivery.message
         target_arn = task.destination_arn or original.dead_letter_source_arn
         destination = self._registry.by_arn(target_arn) if target_arn else None
@@ -276,7 +411,7 @@ class MoveTasks:
             deduplication_id=original.deduplication_id,  # kept, but no longer deduplicated
         )
         await self._messages.send(destination, moved)
-        self._leases.remove(pk, delivery.offset, self._clock.now_ms())
+        await self.remove(source, pk, delivery.offset)
         task.moved += 1
         log.info(
             "message moved",

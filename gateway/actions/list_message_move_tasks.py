@@ -8,7 +8,7 @@ from gateway import limits
 from gateway.action import Action, Result
 from gateway.actions.start_message_move_task import queue_by_arn
 from gateway.context import RequestContext
-from gateway.move_tasks import MoveTask, MoveTaskStatus
+from gateway.move_tasks import MoveTaskStatus, MoveTaskSummary
 from gateway.params import Params
 
 
@@ -25,7 +25,7 @@ def decode(p: Params) -> ListMessageMoveTasksRequest:
     )
 
 
-def entry(task: MoveTask) -> Result:
+def entry(task: MoveTaskSummary) -> Result:
     """A ListMessageMoveTasksResultEntry; optional members only when they have a value."""
     out: Result = {}
     if task.status is MoveTaskStatus.RUNNING:
@@ -46,7 +46,7 @@ def entry(task: MoveTask) -> Result:
 
 async def handle(req: ListMessageMoveTasksRequest, ctx: RequestContext) -> Result:
     source = queue_by_arn(ctx, req.source_arn, "SourceArn")
-    tasks = ctx.runtime.move_tasks.of_source(source)[: req.max_results]
+    tasks = await ctx.runtime.move_tasks.summaries(source, req.max_results)
     return {"Results": [entry(task) for task in tasks]}
 
 

@@ -1,7 +1,8 @@
 """StartMessageMoveTask: redrive a dead-letter queue's messages; returns the TaskHandle.
 
 The source must be the DLQ of at least one queue. Without DestinationArn each message goes
-back to the queue it was dead-lettered from. The task itself is `move_tasks.py`.
+back to the queue it was dead-lettered from. The task itself is `move_tasks.py`, which runs
+it on the source queue's home gateway (validated here, on whichever gateway was asked).
 """
 
 from __future__ import annotations
@@ -67,10 +68,10 @@ async def handle(req: StartMessageMoveTaskRequest, ctx: RequestContext) -> Resul
     destination_arn = None
     if req.destination_arn is not None:
         destination_arn = ctx.queue_arn(queue_by_arn(ctx, req.destination_arn, "DestinationArn"))
-    task = ctx.runtime.move_tasks.start(
+    task_handle = await ctx.runtime.move_tasks.start(
         source, ctx.queue_arn(source), destination_arn, req.max_number_of_messages_per_second
     )
-    return {"TaskHandle": task.handle}
+    return {"TaskHandle": task_handle}
 
 
 ACTION = Action("StartMessageMoveTask", decode, handle)
