@@ -286,10 +286,11 @@ async def _start(
         if group_ref:
             group_ref[0].queues_changed()  # the group decides who ingests it
             return
-        ingest_ref[0].assign(
-            record.topic,
-            {pk.partition: leases.applied_offset(pk) + 1 for pk in partition_keys(record)},
-        )
+        applied = {pk.partition: leases.applied_offset(pk) for pk in partition_keys(record)}
+        for partition, offset in applied.items():
+            # Known to ingest from the start, so a caught-up partition is paused at once.
+            messages.applied_hint[(record.topic, partition)] = offset
+        ingest_ref[0].assign(record.topic, {p: offset + 1 for p, offset in applied.items()})
 
     def on_deleted(record: QueueRecord) -> None:
         if group_ref:
@@ -348,6 +349,7 @@ async def _start(
     else:
         ingest = kafka.ingest_shards(loop, messages.on_ingested, messages.applied_hint)
     ingest_ref.append(ingest)
+    messages.wake_ingest = ingest.wake
     ingest.start()
     registry.load(records.values(), catalog_state.offsets)
     # From where the snapshot ended: other gateways' changes, and this one's coming back.

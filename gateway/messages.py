@@ -24,7 +24,7 @@ import concurrent.futures
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 
 from confluent_kafka import KafkaException
@@ -71,6 +71,10 @@ log = logging.getLogger("kqs.messages")
 # How long a send waits for its record to come back through ingest before answering anyway.
 # The record is durable in Kafka by then; only its immediate receivability is at stake.
 INGEST_WAIT_S = 10.0
+
+
+def _nobody_to_wake(topic: str, partition: int) -> None:
+    """`MessageService.wake_ingest` before ingest is there."""
 
 
 def _attribute_int(record: QueueRecord, name: str) -> int:
@@ -121,8 +125,11 @@ class MessageService:
         # Partitions with delivered records to apply at the end of this turn.
         self._to_apply: dict[PartitionKey, tuple[QueueRecord, str, int]] = {}
         # (topic, partition) -> applied offset, read by the ingest thread to skip records
-        # without decoding them. Written only here, on the event loop.
+        # without decoding them, and with one gateway to pause the partitions it applied
+        # whole (`IngestConsumer._follow_ends`). Written only on the event loop.
         self.applied_hint: dict[tuple[str, int], int] = {}
+        # Asks ingest to read a partition now; set once ingest exists (`gateway/app.py`).
+        self.wake_ingest: Callable[[str, int], None] = _nobody_to_wake
         self._next_partition: dict[str, int] = defaultdict(int)
         self._next_send_partition: dict[str, int] = defaultdict(int)  # `_served_partition`
         producer.add_batch_listener(self._apply_delivered)
@@ -205,7 +212,11 @@ class MessageService:
             if run:
                 self._leases.ingest(pk, run)
                 applied = self._leases.applied_offset(pk)
-            if not ahead:
+            if ahead:
+                # A gap before a record of ours: another producer's records, which only
+                # ingest brings (with one gateway it may have paused the partition).
+                self.wake_ingest(topic, partition)
+            else:
                 del self._ahead[pk]
         self.applied_hint[(topic, partition)] = applied
         waiters = self._ingest_waiters.get((topic, partition))

@@ -22,12 +22,20 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from lease_store.records import StoredMessage
 from topology.client_log import LIBRDKAFKA
@@ -50,6 +58,11 @@ MAX_BATCHES_IN_FLIGHT = 2
 # of a core at 100 ms and 11 % at 1,000 ms (the broker 19 % and 8 %); with 10,000 queues
 # the gateway used 82 % of a core at 100 ms, doing nothing.
 DEFAULT_FETCH_WAIT_MS = 500
+# Manual assignment (one gateway): how often the log ends of the partitions are read, to
+# pause those whose every record the gateway applied and resume the others (see
+# `IngestConsumer._follow_ends`): the longest a record of another producer waits to be read
+# from a paused partition, on top of a fetch.
+LOG_END_CHECK_S = 1.0
 # Group mode: how long a gateway that stops heartbeating (SIGKILLed) keeps its partitions
 # before the group moves them (the broker's group.min.session.timeout.ms is 6 s by default;
 # librdkafka's own default is 45 s).
@@ -98,11 +111,17 @@ class _Unassign:
 
 
 @dataclass(frozen=True, slots=True)
+class _Wake:
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Subscribe:
     topics: tuple[str, ...]
 
 
-_Command = _Assign | _Unassign | _Commit | _Subscribe
+_Command = _Assign | _Unassign | _Commit | _Subscribe | _Wake
 
 
 class IngestConsumer:
@@ -161,6 +180,11 @@ class IngestConsumer:
         # still given: a revocation can come (inside a poll) between the loop's request and
         # the thread applying it, and must not be undone by it.
         self._given: set[tuple[str, int]] = set()
+        # Manual assignment: the partitions paused because the gateway applied every record
+        # of their log (its own, from their delivery reports), and when to look again.
+        self._paused: set[tuple[str, int]] = set()
+        self._log_ends: dict[tuple[str, int], int] = {}  # as read at the last look
+        self._next_end_check = 0.0
         self._closing = False
         self._stopping = threading.Event()
         self._in_flight = in_flight or threading.BoundedSemaphore(MAX_BATCHES_IN_FLIGHT)
@@ -187,6 +211,11 @@ class IngestConsumer:
     def unassign(self, topic: str, partitions: int) -> None:
         self._commands.put(_Unassign(topic, tuple(range(partitions))))
 
+    def wake(self, topic: str, partition: int) -> None:
+        """Read the partition now: the gateway is waiting for records it did not produce
+        (a delivery report showed a gap before its own record)."""
+        self._commands.put(_Wake(topic, partition))
+
     def commit(self, offsets: list[tuple[str, int, int]]) -> None:
         """Commit (topic, partition, offset) triples as the ingest group's offsets.
 
@@ -198,29 +227,36 @@ class IngestConsumer:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._apply_commands()
-            try:
-                messages = poll_batch(self._consumer, 0.05, max_messages=1000)
-            except Exception:  # the thread must survive transient client errors
-                log.exception("ingest consume failed")
+            self._step()
+
+    def _step(self) -> None:
+        """One round of the ingest thread: commands, the log ends when due, one poll."""
+        self._apply_commands()
+        if self._group_listener is None and time.monotonic() >= self._next_end_check:
+            self._follow_ends()
+            self._next_end_check = time.monotonic() + LOG_END_CHECK_S
+        try:
+            messages = poll_batch(self._consumer, 0.05, max_messages=1000)
+        except Exception:  # the thread must survive transient client errors
+            log.exception("ingest consume failed")
+            return
+        batches: dict[tuple[str, int], Batch] = {}
+        for msg in messages:
+            error = msg.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("ingest fetch error", extra={"error": str(error)})
                 continue
-            batches: dict[tuple[str, int], Batch] = {}
-            for msg in messages:
-                error = msg.error()
-                if error is not None:
-                    if error.code() != KafkaError._PARTITION_EOF:
-                        log.warning("ingest fetch error", extra={"error": str(error)})
-                    continue
-                topic, partition, offset = coordinates(msg)
-                if offset <= self._applied.get((topic, partition), -1):
-                    continue
-                offset, stored = decode_queue_record(msg)
-                batches.setdefault((topic, partition), []).append((offset, stored))
-            for (topic, partition), batch in batches.items():
-                while not self._in_flight.acquire(timeout=0.1):
-                    if self._stopping.is_set():
-                        return
-                self._loop.call_soon_threadsafe(self._apply, topic, partition, batch)
+            topic, partition, offset = coordinates(msg)
+            if offset <= self._applied.get((topic, partition), -1):
+                continue
+            offset, stored = decode_queue_record(msg)
+            batches.setdefault((topic, partition), []).append((offset, stored))
+        for (topic, partition), batch in batches.items():
+            while not self._in_flight.acquire(timeout=0.1):
+                if self._stopping.is_set():
+                    return
+            self._loop.call_soon_threadsafe(self._apply, topic, partition, batch)
 
     def _apply(self, topic: str, partition: int, batch: Batch) -> None:
         """Runs on the event loop: one batch into the lease store, then room for the next."""
@@ -245,6 +281,9 @@ class IngestConsumer:
             for p, offset in command.next_offsets.items()
         ]
         subscriptions = [c for c in commands if isinstance(c, _Subscribe)]
+        woken = {(c.topic, c.partition) for c in commands if isinstance(c, _Wake)}
+        if woken & self._paused:
+            self._resume(woken & self._paused)
         for command in commands:
             if isinstance(command, _Unassign):
                 # An unassign of a topic assigned in this same round must come after it.
@@ -281,6 +320,8 @@ class IngestConsumer:
         if fresh:
             self._consumer.incremental_assign(fresh)
             self._assigned.update((tp.topic, tp.partition) for tp in fresh)
+        # A seek does not resume a paused partition: the assignment's offset is to be read.
+        self._resume_now({(tp.topic, tp.partition) for tp in again} & self._paused)
         for tp in again:
             try:
                 self._consumer.seek(tp)
@@ -296,6 +337,76 @@ class IngestConsumer:
         present = [tp for tp in partitions if (tp.topic, tp.partition) in self._assigned]
         self._consumer.incremental_unassign(present)
         self._assigned.difference_update((tp.topic, tp.partition) for tp in present)
+        self._paused.difference_update((tp.topic, tp.partition) for tp in present)
+        for tp in present:
+            self._log_ends.pop((tp.topic, tp.partition), None)
+
+    # -- manual assignment: not reading back what the gateway applied ------------------------
+
+    def _follow_ends(self) -> None:
+        """Pause the partitions the gateway keeps up with by itself; resume the others.
+
+        The gateway applies the records it produced from their delivery reports, so reading
+        them back only cost a fetch of every record (broker, librdkafka and this thread: ~20 µs
+        of CPU per message sent, bench/results/PROFILE.md, session 11). A paused partition is
+        not fetched at all; its log end is read here once a second (one ListOffsets request for
+        every partition). A partition keeps up when everything its log held at the previous
+        look (or holds now) is applied; one where records the log held a second ago are still
+        not applied — another producer's, or a record whose delivery report never came — is
+        resumed where the applied run ends: such a record is read within about two seconds.
+        """
+        if not self._assigned:
+            return
+        try:
+            ends = self._consumer.offsets_for_times(
+                [
+                    TopicPartition(topic, partition, OFFSET_END)
+                    for topic, partition in self._assigned
+                ],
+                timeout=2,  # with the broker down, the commands must not wait long behind it
+            )
+        except KafkaException as exc:
+            log.warning("reading the log ends failed", extra={"error": str(exc)})
+            return
+        caught_up: list[tuple[str, int]] = []
+        behind: set[tuple[str, int]] = set()
+        for end in ends:
+            key = (end.topic, end.partition)
+            if end.error is not None or end.offset < 0 or key not in self._assigned:
+                continue
+            applied_end = self._applied.get(key, -1) + 1
+            before = self._log_ends.get(key)
+            self._log_ends[key] = end.offset
+            # Under load the gateway's own records are always in flight, ahead of what it
+            # applied: a partition keeps up when what its log held at the last look is applied.
+            if end.offset <= applied_end or (before is not None and before <= applied_end):
+                caught_up.append(key)
+            else:
+                behind.add(key)
+        to_pause = [key for key in caught_up if key not in self._paused]
+        if to_pause:
+            self._consumer.pause([TopicPartition(t, p) for t, p in to_pause])
+            self._paused.update(to_pause)
+        self._resume(behind & self._paused)
+
+    def _resume(self, keys: set[tuple[str, int]]) -> None:
+        """Resume paused partitions after what the gateway applied: nothing is read twice."""
+        for topic, partition in keys:
+            try:
+                self._consumer.seek(
+                    TopicPartition(topic, partition, self._applied.get((topic, partition), -1) + 1)
+                )
+            except KafkaException as exc:
+                log.warning(
+                    "ingest could not move a paused partition",
+                    extra={"topic": topic, "partition": partition, "error": str(exc)},
+                )
+        self._resume_now(keys)
+
+    def _resume_now(self, keys: set[tuple[str, int]]) -> None:
+        if keys:
+            self._consumer.resume([TopicPartition(t, p) for t, p in keys])
+            self._paused.difference_update(keys)
 
     # -- group mode ------------------------------------------------------------------------
 
@@ -358,6 +469,8 @@ class Ingest(Protocol):
 
     def unassign(self, topic: str, partitions: int) -> None: ...
 
+    def wake(self, topic: str, partition: int) -> None: ...
+
     def commit(self, offsets: list[tuple[str, int, int]]) -> None: ...
 
 
@@ -417,6 +530,9 @@ class IngestShards:
 
     def unassign(self, topic: str, partitions: int) -> None:
         self._shard(topic).unassign(topic, partitions)
+
+    def wake(self, topic: str, partition: int) -> None:
+        self._shard(topic).wake(topic, partition)
 
     def commit(self, offsets: list[tuple[str, int, int]]) -> None:
         by_shard: dict[int, list[tuple[str, int, int]]] = {}
