@@ -1,0 +1,132 @@
+"""Where a backlog's CPU goes, thread by thread: fill N messages, then drain them.
+
+    .venv/bin/python -m bench.sidebyside.threads --messages 100000 [--base-src DIR] [--rounds 3]
+
+Starts `kqs serve` (this tree, or the source tree `--base-src`) pinned to core 1 with the
+shipped durable defaults, fills a queue with SendMessageBatch from 32 clients on core 0, waits
+until all of it is visible, drains it with ReceiveMessage (10, 1 s long poll) and
+DeleteMessageBatch from 32 clients, and prints for each phase the rate and the server's CPU per
+message by thread (`/proc/<pid>/task/*/stat` of the gateway and its broker JVM, read before
+and after the phase), e.g. the event loop (`MAIN`), librdkafka's threads (`rdk:*`), the
+broker's data plane and JIT compilers. With `--rounds` the fill and drain repeat in the same
+server (a new queue each round), which shows what a longer-lived broker does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from bench.sidebyside import servers, workloads
+from bench.sidebyside.loadgen import Client
+
+CLIENTS = 32
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+Ticks = dict[tuple[int, int], tuple[str, int]]  # (pid, tid) -> (thread name, utime + stime)
+
+
+def thread_ticks(pids: list[int]) -> Ticks:
+    out: Ticks = {}
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                stat = (task / "stat").read_text()
+            except OSError:
+                continue  # the thread ended
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat[stat.rindex(")") + 2 :].split()
+            out[(pid, int(task.name))] = (name, int(fields[11]) + int(fields[12]))
+    return out
+
+
+def report(label: str, before: Ticks, after: Ticks, seconds: float, messages: int) -> None:
+    by_thread: collections.Counter[tuple[int, str]] = collections.Counter()
+    for (pid, tid), (name, ticks) in after.items():
+        spent = ticks - before.get((pid, tid), (name, 0))[1]
+        if spent:
+            by_thread[(pid, "MAIN" if pid == tid else name)] += spent
+    total = sum(by_thread.values())
+    print(
+        f"== {label}: {messages} messages in {seconds:.1f} s = {messages / seconds:,.0f} msg/s; "
+        f"server CPU {total / _TICKS_PER_S:.2f} s = {total * 1e6 / _TICKS_PER_S / messages:.0f} "
+        "µs per message"
+    )
+    for (pid, name), spent in by_thread.most_common(10):
+        print(
+            f"   {pid:>8} {name:<20} {spent / _TICKS_PER_S:6.2f} s {100 * spent / total:5.1f} % "
+            f"{spent * 1e6 / _TICKS_PER_S / messages:6.0f} µs per message"
+        )
+
+
+async def one_round(client: Client, pids: list[int], messages: int, name: str) -> None:
+    url = await client.create_queue(name)
+    batches = iter(range(messages // 10))
+    sent = 0
+
+    async def fill() -> None:
+        nonlocal sent
+        for _ in batches:
+            accepted = await workloads.send_batch(client, url, 10)
+            sent += accepted  # not `sent += await ...`: that reads `sent` before awaiting
+
+    before, began = thread_ticks(pids), time.monotonic()
+    await asyncio.gather(*(fill() for _ in range(CLIENTS)))
+    report("fill", before, thread_ticks(pids), time.monotonic() - began, sent)
+    for _ in range(1200):  # the backlog counted visible (ingested), within 10 minutes
+        visible, _ = await client.count(url)
+        if visible >= sent:
+            break
+        await asyncio.sleep(0.5)
+    drained = 0
+
+    async def drain() -> None:
+        nonlocal drained
+        while drained < sent:
+            answer = await client.call(
+                "ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 1}
+            )
+            received = answer.get("Messages") or []
+            if received:
+                deleted = await workloads.delete_batch(client, url, received)
+                drained += deleted
+
+    before, began = thread_ticks(pids), time.monotonic()
+    await asyncio.gather(*(drain() for _ in range(CLIENTS)))
+    report("drain", before, thread_ticks(pids), time.monotonic() - began, drained)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--base-src", type=Path, help="run `kqs serve` of this source tree")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kqs-threads-"))
+    server = servers.start_kqs(work, [1], {}, args.base_src)
+    try:
+        os.sched_setaffinity(0, {0})
+        pids = [process.pid for process in server.tree()]
+        broker_pid = work / "data" / "kafka" / "broker.pid"
+        if broker_pid.exists():
+            pids.append(int(broker_pid.read_text()))
+
+        async def run() -> None:
+            async with Client(server.endpoint, 2 * CLIENTS) as client:
+                for index in range(args.rounds):
+                    await one_round(client, sorted(set(pids)), args.messages, f"threads-{index}")
+
+        asyncio.run(run())
+    finally:
+        servers.stop(server)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
