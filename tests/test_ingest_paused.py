@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -111,3 +111,36 @@ def test_a_wake_reads_a_paused_partition_before_the_next_look_at_the_log_ends(
     # Then ingest reads those records now
     harness.step_until(lambda: len(harness.handed_over) == 2, "both records")
     assert harness.handed_over == [3, 4]
+
+
+class FailingLogEnds:
+    """The real consumer, except that reading log ends fails as it did for seconds after a
+    broker restart ("Failed to get offsets: Local: Unknown partition")."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+
+    def offsets_for_times(self, *args: object, **kwargs: object) -> object:
+        raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._consumer, name)
+
+
+def test_when_the_log_ends_cannot_be_read_every_partition_is_read(harness: Harness) -> None:
+    # Given a paused partition
+    harness.produce(2)
+    harness.applied[(harness.topic, 0)] = 1
+    harness.consumer.assign(harness.topic, {0: 2})
+    harness.step_until(lambda: harness.paused, "the partition paused")
+
+    # When a look at the log ends fails
+    real = harness.consumer._consumer
+    harness.consumer._consumer = FailingLogEnds(real)  # type: ignore[assignment]
+    harness.consumer._next_end_check = 0.0
+    harness.step_until(lambda: not harness.paused, "the partition resumed")
+
+    # Then ingest reads it again: another producer's record is handed over
+    harness.produce(1)
+    harness.step_until(lambda: harness.handed_over == [2], "the other producer's record")
+    harness.consumer._consumer = real

@@ -282,6 +282,10 @@ class IngestConsumer:
         ]
         subscriptions = [c for c in commands if isinstance(c, _Subscribe)]
         woken = {(c.topic, c.partition) for c in commands if isinstance(c, _Wake)}
+        for key in woken:
+            # Its end at the last look may predate the records it now waits for: the next
+            # look pauses it again only once its whole log is applied.
+            self._log_ends.pop(key, None)
         if woken & self._paused:
             self._resume(woken & self._paused)
         for command in commands:
@@ -366,13 +370,21 @@ class IngestConsumer:
                 timeout=2,  # with the broker down, the commands must not wait long behind it
             )
         except KafkaException as exc:
+            # Nothing known, nothing paused: read every partition, as without pausing (seen
+            # for seconds after a broker restart, "Unknown partition").
             log.warning("reading the log ends failed", extra={"error": str(exc)})
+            self._log_ends.clear()
+            self._resume(set(self._paused))
             return
         caught_up: list[tuple[str, int]] = []
         behind: set[tuple[str, int]] = set()
         for end in ends:
             key = (end.topic, end.partition)
-            if end.error is not None or end.offset < 0 or key not in self._assigned:
+            if key not in self._assigned:
+                continue
+            if end.error is not None or end.offset < 0:
+                self._log_ends.pop(key, None)
+                behind.add(key)  # unknown: read it
                 continue
             applied_end = self._applied.get(key, -1) + 1
             before = self._log_ends.get(key)
