@@ -247,6 +247,27 @@ class GatewayProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
+@contextlib.contextmanager
+def gateway_pair(
+    work: Callable[[str], Path], bootstrap: str, secret: str, partitions: int
+) -> Iterator[list[GatewayProcess]]:
+    """Two gateways sharing the queues' partitions (`KQS_PARTITION_OWNERSHIP=group`, one
+    receipt secret, `partitions` per new queue); `work(name)` makes each one's data directory."""
+    env = {
+        "KQS_PARTITION_OWNERSHIP": "group",
+        "KQS_RECEIPT_SECRET": secret,
+        "KQS_PARTITIONS": str(partitions),
+    }
+    pair = [GatewayProcess(work(f"gateway-{name}"), bootstrap, env=env) for name in "ab"]
+    try:
+        for process in pair:
+            process.start()
+        yield pair
+    finally:
+        for process in pair:
+            process.stop()
+
+
 def _query_model_dir() -> Path:
     """The SQS service model of botocore 1.34.89, the last one whose protocol is Query."""
     cache = Path(os.environ.get("KQS_CACHE_DIR", Path.home() / ".cache" / "kqs"))

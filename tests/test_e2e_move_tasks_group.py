@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from botocore.exceptions import ClientError
 from confluent_kafka import Consumer, TopicPartition
 
 from gateway.move_tasks import encode_handle
-from tests.harness import GatewayProcess, client_for, kafka_for_tests
+from tests.harness import GatewayProcess, client_for, gateway_pair, kafka_for_tests
 from tests.harness import eventually as harness_eventually
 from tests.harness import visible_and_in_flight as counts
 from tests.test_e2e_move_tasks import ALREADY_RUNNING, arn_of, error_of, redrive_to
@@ -46,31 +45,12 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
 
 
-def group_gateway(data_dir: Path, bootstrap: str) -> GatewayProcess:
-    return GatewayProcess(
-        data_dir,
-        bootstrap,
-        env={
-            "KQS_PARTITION_OWNERSHIP": "group",
-            "KQS_RECEIPT_SECRET": SECRET,
-            "KQS_PARTITIONS": str(PARTITIONS),
-        },
-    )
-
-
 @pytest.fixture(scope="module")
 def gateways(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[GatewayProcess]]:
-    pair = [
-        group_gateway(tmp_path_factory.mktemp("gateway-a"), kafka_bootstrap),
-        group_gateway(tmp_path_factory.mktemp("gateway-b"), kafka_bootstrap),
-    ]
-    for process in pair:
-        process.start()
-    yield pair
-    for process in pair:
-        process.stop()
+    with gateway_pair(tmp_path_factory.mktemp, kafka_bootstrap, SECRET, PARTITIONS) as pair:
+        yield pair
 
 
 def home_of(gateways: list[GatewayProcess], bootstrap: str, topic: str) -> int | None:

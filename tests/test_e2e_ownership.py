@@ -15,7 +15,6 @@ import uuid
 import zlib
 from collections.abc import Iterator
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +22,7 @@ from botocore.exceptions import ClientError
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from lease_store.handles import ReceiptHandleCodec
-from tests.harness import ACCOUNT_ID, GatewayProcess, client_for, kafka_for_tests
+from tests.harness import ACCOUNT_ID, GatewayProcess, client_for, gateway_pair
 from tests.harness import eventually as harness_eventually
 from tests.harness import visible_and_in_flight as counts
 from tests.test_e2e_events import read_events
@@ -42,41 +41,12 @@ GAUGE_INTERVAL_MS = 10_000  # KQS_GAUGE_INTERVAL_S's default
 eventually = partial(harness_eventually, timeout_s=BOUND_S)
 
 
-def group_gateway(data_dir: Path, bootstrap: str) -> GatewayProcess:
-    return GatewayProcess(
-        data_dir,
-        bootstrap,
-        env={
-            "KQS_PARTITION_OWNERSHIP": "group",
-            "KQS_RECEIPT_SECRET": SECRET,
-            "KQS_PARTITIONS": str(PARTITIONS),
-        },
-    )
-
-
-@pytest.fixture(scope="module")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """This module's own broker: the session's is shared with single-gateway test gateways,
-    which serve every partition of every queue on it and publish their own view of these
-    queues to `__kqs_events` too (one gateway alone and a group on one cluster is not a
-    deployment; the gauges test reads that topic)."""
-    with kafka_for_tests(tmp_path_factory.mktemp("ownership-broker")) as bootstrap:
-        yield bootstrap
-
-
 @pytest.fixture(scope="module")
 def gateways(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[GatewayProcess]]:
-    pair = [
-        group_gateway(tmp_path_factory.mktemp("owner-a"), kafka_bootstrap),
-        group_gateway(tmp_path_factory.mktemp("owner-b"), kafka_bootstrap),
-    ]
-    for process in pair:
-        process.start()
-    yield pair
-    for process in pair:
-        process.stop()
+    with gateway_pair(tmp_path_factory.mktemp, kafka_bootstrap, SECRET, PARTITIONS) as pair:
+        yield pair
 
 
 def gateway_id(process: GatewayProcess) -> str:
