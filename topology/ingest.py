@@ -59,9 +59,9 @@ MAX_BATCHES_IN_FLIGHT = 2
 # the gateway used 82 % of a core at 100 ms, doing nothing.
 DEFAULT_FETCH_WAIT_MS = 500
 # Manual assignment (one gateway): how often the log ends of the partitions are read, to
-# pause those whose every record the gateway applied and resume the others (see
-# `IngestConsumer._follow_ends`): the longest a record of another producer waits to be read
-# from a paused partition, on top of a fetch.
+# pause those the gateway keeps up with by itself and resume the others (see
+# `IngestConsumer._follow_ends`): a record of another producer on a paused partition waits up
+# to two of these, and a fetch, to be read.
 LOG_END_CHECK_S = 1.0
 # Group mode: how long a gateway that stops heartbeating (SIGKILLed) keeps its partitions
 # before the group moves them (the broker's group.min.session.timeout.ms is 6 s by default;
@@ -233,7 +233,10 @@ class IngestConsumer:
         """One round of the ingest thread: commands, the log ends when due, one poll."""
         self._apply_commands()
         if self._group_listener is None and time.monotonic() >= self._next_end_check:
-            self._follow_ends()
+            try:
+                self._follow_ends()
+            except Exception:  # the thread must survive transient client errors
+                log.exception("following the log ends failed")
             self._next_end_check = time.monotonic() + LOG_END_CHECK_S
         try:
             messages = poll_batch(self._consumer, 0.05, max_messages=1000)
@@ -416,9 +419,14 @@ class IngestConsumer:
         self._resume_now(keys)
 
     def _resume_now(self, keys: set[tuple[str, int]]) -> None:
-        if keys:
+        if not keys:
+            return
+        try:
             self._consumer.resume([TopicPartition(t, p) for t, p in keys])
-            self._paused.difference_update(keys)
+        except KafkaException as exc:  # still paused: the next look tries again
+            log.warning("ingest could not resume partitions", extra={"error": str(exc)})
+            return
+        self._paused.difference_update(keys)
 
     # -- group mode ------------------------------------------------------------------------
 
