@@ -42,6 +42,15 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
         cluster.stop()
 
 
+@pytest.fixture(scope="module")
+def own_kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A broker of the module's own, for group-mode gateways: a group of gateways and the
+    session's single gateway (fixture `gateway`) on one cluster would not be a deployment,
+    since the single one serves (and reports the gauges of) every partition too."""
+    with kafka_for_tests(tmp_path_factory.mktemp("own-broker")) as bootstrap:
+        yield bootstrap
+
+
 @pytest.fixture
 def kafka_dir(tmp_path: Path) -> Iterator[Path]:
     """A data directory for a test's own jar broker, stopped afterwards whatever the test did."""

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from confluent_kafka import Consumer, TopicPartition
 
 from gateway.move_tasks import encode_handle
-from tests.harness import GatewayProcess, client_for, gateway_pair, kafka_for_tests
+from tests.harness import GatewayProcess, client_for, gateway_pair
 from tests.harness import eventually as harness_eventually
 from tests.harness import visible_and_in_flight as counts
 from tests.test_e2e_move_tasks import ALREADY_RUNNING, arn_of, error_of, redrive_to
@@ -38,11 +38,8 @@ eventually = partial(harness_eventually, timeout_s=BOUND_S)
 
 
 @pytest.fixture(scope="module")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """This module's own broker: a group of gateways and the session's single gateway on one
-    cluster would not be a deployment (the single one serves every partition too)."""
-    with kafka_for_tests(tmp_path_factory.mktemp("move-tasks-broker")) as bootstrap:
-        yield bootstrap
+def kafka_bootstrap(own_kafka_bootstrap: str) -> str:
+    return own_kafka_bootstrap
 
 
 @pytest.fixture(scope="module")

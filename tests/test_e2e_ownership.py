@@ -42,6 +42,11 @@ eventually = partial(harness_eventually, timeout_s=BOUND_S)
 
 
 @pytest.fixture(scope="module")
+def kafka_bootstrap(own_kafka_bootstrap: str) -> str:
+    return own_kafka_bootstrap
+
+
+@pytest.fixture(scope="module")
 def gateways(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[GatewayProcess]]:
