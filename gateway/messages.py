@@ -630,6 +630,7 @@ class MessageService:
         """
         outcomes: list[Exception | None] = [None] * len(receipt_handles)
         offsets: dict[PartitionKey, list[int]] = {}
+        local: list[tuple[int, PartitionKey]] = []  # the entries deleted here
         forwarded: list[tuple[int, Awaitable[None]]] = []
         fifo = is_fifo(record)
         for i, receipt_handle in enumerate(receipt_handles):
@@ -646,6 +647,8 @@ class MessageService:
                 outcomes[i] = error
                 continue
             offsets.setdefault(pk, []).append(handle.offset)
+            local.append((i, pk))
+        spells = self._spells(record, offsets)
         now_ms = self._clock.now_ms()
         deleted: list[str] = []
         for pk, wanted in offsets.items():
@@ -665,6 +668,7 @@ class MessageService:
             # messages are no longer in the queue, so each counts as deleted once, now.
             for message_id in deleted:
                 self._events.deleted(record, message_id)
+        self._fail_if_moved(record, spells, local, outcomes)
         if deleted and fifo:
             self._signals.notify(record.key)  # their groups may be free now: wake long polls
         return outcomes
@@ -689,9 +693,9 @@ class MessageService:
         """
         outcomes: list[Exception | None] = [None] * len(changes)
         forwarded: list[tuple[int, Awaitable[None]]] = []
+        local: list[tuple[int, PartitionKey]] = []  # the entries changed here
         fifo = is_fifo(record)
         now_ms = self._clock.now_ms()
-        changed = False
         for i, (receipt_handle, visibility_s) in enumerate(changes):
             try:
                 pk, handle = self._locate(record, receipt_handle)
@@ -715,14 +719,55 @@ class MessageService:
             except (SqsError, LeaseError, NotServedHere) as error:
                 outcomes[i] = error
                 continue
-            changed = True
+            local.append((i, pk))
+        spells = self._spells(record, {pk for _, pk in local})
         await self._settle_forwarded(forwarded, outcomes)
-        if changed:
+        if local:
             await self.group_sync.durable()
+            self._fail_if_moved(record, spells, local, outcomes)
             # The earliest moment something becomes visible may have moved: let waiters
             # re-plan.
             self._signals.notify(record.key)
         return outcomes
+
+    def _spells(
+        self, record: QueueRecord, pks: Iterable[PartitionKey]
+    ) -> dict[PartitionKey, int | None]:
+        """Which spell of serving each partition is in (see `GroupOwnership.serving_since`)."""
+        if self._everything_here:
+            return {}
+        return {pk: self.ownership.serving_since(record.topic, pk.partition) for pk in pks}
+
+    def _fail_if_moved(
+        self,
+        record: QueueRecord,
+        spells: dict[PartitionKey, int | None],
+        local: list[tuple[int, PartitionKey]],
+        outcomes: list[Exception | None],
+    ) -> None:
+        """Fail the entries changed here on a partition that stopped being served here (or
+        was served again, in a new spell) before the change was confirmed.
+
+        The partition's new owner may have restored it from the changelog before this
+        change's record reached Kafka (a gateway learns late that the group took its
+        partitions when the broker was down): answering success would let an acknowledged
+        delete be undone. A retry reaches the new owner."""
+        moved = {
+            pk
+            for pk, spell in spells.items()
+            if self.ownership.serving_since(record.topic, pk.partition) != spell
+        }
+        if not moved:
+            return
+        log.warning(
+            "partition moved while a change was confirmed: answered as unavailable",
+            extra={"queue": record.key, "partitions": sorted(pk.partition for pk in moved)},
+        )
+        for i, pk in local:
+            if pk in moved and outcomes[i] is None:
+                outcomes[i] = ServiceUnavailable(
+                    "This queue partition moved to another gateway during the request. Retry."
+                )
 
     @staticmethod
     async def _settle_forwarded(

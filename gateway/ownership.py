@@ -46,6 +46,9 @@ class EveryPartition:
     def serves(self, topic: str, partition: int) -> bool:
         return True
 
+    def serving_since(self, topic: str, partition: int) -> int | None:
+        return 0
+
     def owner(self, topic: str, partition: int) -> Owner | None:
         return None
 
@@ -75,7 +78,9 @@ class GroupOwnership:
         self._bootstrap = bootstrap
         self._clock = clock
         self._on_served = on_served
-        self._serving: set[tuple[str, int]] = set()
+        # Each partition served here, by the number of the spell serving it (`serving_since`).
+        self._serving: dict[tuple[str, int], int] = {}
+        self._spells = 0
         self._assigned: set[tuple[str, int]] = set()  # by the group, served or not yet
         self._ingest: IngestConsumer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -99,6 +104,12 @@ class GroupOwnership:
 
     def serves(self, topic: str, partition: int) -> bool:
         return (topic, partition) in self._serving
+
+    def serving_since(self, topic: str, partition: int) -> int | None:
+        """Which spell of serving the partition this is (None: not served here): a change
+        made in one spell and confirmed in another, or after it, must not be answered as
+        done, since the partition's next owner may have restored it without that change."""
+        return self._serving.get((topic, partition))
 
     @property
     def ready(self) -> bool:
@@ -271,7 +282,9 @@ class GroupOwnership:
             record = self._registry.by_topic(topic)
             if record is None or (topic, partition) not in self._assigned:
                 continue
-            self._serving.add((topic, partition))
+            if (topic, partition) not in self._serving:
+                self._spells += 1
+                self._serving[(topic, partition)] = self._spells
             pk = partition_keys(record)[partition]
             by_topic.setdefault(topic, {})[partition] = self._leases.applied_offset(pk) + 1
             served[topic] = record
@@ -295,10 +308,10 @@ class GroupOwnership:
     def _drop(self, partitions: Partitions) -> None:
         for partition in partitions:
             self._assigned.discard(partition)
-            self._serving.discard(partition)
+            self._serving.pop(partition, None)
 
     async def release_all(self) -> None:
         """At shutdown, before the ingest consumer leaves the group."""
         for task in list(self._tasks):
             task.cancel()
-        await self._release(sorted(self._assigned | self._serving))
+        await self._release(sorted(self._assigned | self._serving.keys()))

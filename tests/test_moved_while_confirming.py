@@ -1,0 +1,152 @@
+"""A change confirmed after its partition moved to another gateway is not answered as done.
+
+With several gateways, a partition's next owner restores it from the changelog. A gateway
+that learns late that the group took its partition (its broker was down: the change's
+changelog record waits in librdkafka's queue and reaches Kafka after the new owner read it)
+must not tell its client that a delete succeeded: the new owner still has the message, and
+would deliver it again. These tests drive a real `MessageService` and `GroupOwnership` on
+the event loop; only Kafka's clients are stand-ins (`bench/micro/standins.py`), since the
+race they pin down is between the loop's own steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
+from gateway.errors import ServiceUnavailable
+from gateway.messages import MessageService
+from gateway.ownership import GroupOwnership
+from gateway.queues import QueueRegistry
+from gateway.waiters import QueueSignals
+from lease_store.clock import ManualClock
+from lease_store.handles import ReceiptHandleCodec
+from lease_store.memory import MemoryKeyValueStore
+from lease_store.records import StoredMessage
+from lease_store.store import LeaseStore
+from topology.catalog import QueueRecord
+from topology.ingest import IngestConsumer
+from topology.owners import Owner, OwnersDirectory
+
+ME = Owner("gateway-here", "http://127.0.0.1:1")
+QUEUE = QueueRecord("000000000000", "orders", "ab" * 16, 1)
+T0 = 1_700_000_000_000
+
+
+class RememberingDirectory(OwnersDirectory):
+    """The owners directory without Kafka: what this gateway published is what it reads."""
+
+    def __init__(self) -> None:  # no consumer, no producer
+        self._owners = {}
+        self._offsets = {}
+        self.position = 0
+
+    async def end_offset(self) -> int:
+        return self.position
+
+    async def publish(self, topic: str, partition: int, owner: Owner) -> None:
+        self._owners[(topic, partition)] = owner
+
+
+class AssignmentsOnly(IngestConsumer):
+    """The ingest consumer without Kafka: it only takes note of what it is told to read."""
+
+    def __init__(self) -> None:  # no librdkafka, no thread
+        self.assigned: dict[str, dict[int, int]] = {}
+
+    def assign(self, topic: str, next_offsets: dict[int, int]) -> None:
+        self.assigned.setdefault(topic, {}).update(next_offsets)
+
+
+async def gateway_serving_the_queue() -> tuple[MessageService, GroupOwnership]:
+    log = Log()
+    clock = ManualClock(T0)
+    leases = LeaseStore(MemoryKeyValueStore())
+    registry = QueueRegistry(
+        EmptyCatalog("unused", NullAdmin(log), InstantProducer(log)),
+        NullAdmin(log),
+        1,
+        on_created=lambda record: None,
+        on_deleted=lambda record: None,
+    )
+    registry.apply(QUEUE, 0)
+    ownership = GroupOwnership(
+        ME,
+        RememberingDirectory(),
+        registry,
+        leases,
+        CountingFollower(log),
+        "unused",
+        clock,
+        on_served=lambda record: None,
+    )
+    ownership.start(AssignmentsOnly(), asyncio.get_running_loop())
+    messages = MessageService(
+        clock,
+        InstantProducer(log),
+        leases,
+        registry,
+        QueueSignals(),
+        ReceiptHandleCodec(b"a receipt handle secret"),
+        "us-east-1",
+        ownership=ownership,
+    )
+    await take(ownership)
+    return messages, ownership
+
+
+async def take(ownership: GroupOwnership) -> None:
+    ownership.assigned([(QUEUE.topic, 0)])
+    for _ in range(100):  # bounded: a few loop turns
+        if ownership.serves(QUEUE.topic, 0):
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("partition not served")
+
+
+async def one_in_flight(messages: MessageService) -> str:
+    await messages.send(QUEUE, StoredMessage("m-1", b"body", sent_ms=T0))
+    [received] = await messages.receive(QUEUE, 1, 30, 0)
+    return received.receipt_handle
+
+
+async def test_a_delete_confirmed_while_the_partition_is_served_succeeds() -> None:
+    messages, _ = await gateway_serving_the_queue()
+    handle = await one_in_flight(messages)
+
+    await messages.delete(QUEUE, handle)
+
+    assert messages.counts(QUEUE).in_flight == 0
+
+
+async def test_a_delete_confirmed_after_the_partition_was_lost_is_answered_unavailable() -> None:
+    # Given a message in flight on a partition served here
+    messages, ownership = await gateway_serving_the_queue()
+    handle = await one_in_flight(messages)
+
+    # When the group's loss of the partition arrives while the delete waits for its sync
+    deleting = asyncio.create_task(messages.delete(QUEUE, handle))
+    await asyncio.sleep(0)  # the delete is made here and waits for its confirmation
+    ownership.lost([(QUEUE.topic, 0)])
+
+    # Then the client is told to retry (and reaches the new owner), not that it is done
+    with pytest.raises(ServiceUnavailable):
+        await deleting
+
+
+async def test_a_change_confirmed_after_the_partition_was_lost_and_taken_again_fails() -> None:
+    # Given a message in flight on a partition served here
+    messages, ownership = await gateway_serving_the_queue()
+    handle = await one_in_flight(messages)
+
+    # When the partition is lost and taken again (a new spell) before the change is confirmed
+    changing = asyncio.create_task(messages.change_visibility(QUEUE, handle, 60))
+    await asyncio.sleep(0)
+    ownership.lost([(QUEUE.topic, 0)])
+    await take(ownership)
+
+    # Then the change is not answered as made: another owner may have served it in between
+    with pytest.raises(ServiceUnavailable):
+        await changing
