@@ -104,6 +104,18 @@ class Ledger:
         with self.lock:
             return {t for t, mid in self.acknowledged.items() if mid not in self.deletions}
 
+    def story(self, token: str) -> str:
+        """What happened to one message, for a failure's report: its id, when each receive
+        that delivered it began, and when its deletion was acknowledged (monotonic seconds)."""
+        with self.lock:
+            message_id = self.acknowledged.get(token, "?")
+            began = [f"{d.receive_began:.1f}" for d in self.deliveries if d.token == token]
+            deleted = self.deletions.get(message_id)
+        return (
+            f"{token} ({message_id}): delivered by receives begun at {began or 'never'}, "
+            f"deletion acknowledged at {'never' if deleted is None else f'{deleted:.1f}'}"
+        )
+
     def verdict(self) -> Verdict:
         with self.lock:
             per_token = Counter(d.token for d in self.deliveries)

@@ -112,6 +112,8 @@ def _drain_and_stop(workload: Workload, endpoint: str, urls: list[str]) -> Verdi
     workload.drain(timeout_s=6 * VISIBILITY_TIMEOUT_S)
     undeleted = workload.ledger.undeleted()
     _report(f"acknowledged but not yet deleted after the drain: {len(undeleted)}")
+    for token in sorted(undeleted)[:10]:
+        _report(f"  {workload.ledger.story(token)} (drain ended at {time.monotonic():.1f})")
     _wait_until_empty(endpoint, urls, timeout_s=6 * VISIBILITY_TIMEOUT_S)
     workload.stop()
     return workload.ledger.verdict()
