@@ -7,7 +7,8 @@ docs/ARCHITECTURE.md, "Several gateways: partition ownership"):
 
     assigned ──▶ restoring ──(local copy current, or rebuilt from the changelog;
                               this gateway published in __kqs_owners)──▶ serving
-    serving ──(revoked: stop serving, flush the changelog; or lost)──▶ not here
+    serving ──(revoked: stop serving, flush the changelog; or lost: stop serving, drop
+               the changelog records not in Kafka yet)──▶ not here
 
 A partition is served only once it is in `_serving`; everything else about it is asked of its
 owner (`owner`), or finds nobody while the group rebalances.
@@ -178,7 +179,8 @@ class GroupOwnership:
 
     def lost(self, partitions: Partitions) -> None:
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._drop, partitions)
+        future = asyncio.run_coroutine_threadsafe(self._let_go(partitions), self._loop)
+        future.result(timeout=RELEASE_TIMEOUT_S)
 
     # -- on the event loop -----------------------------------------------------------------
 
@@ -299,11 +301,22 @@ class GroupOwnership:
         loop = asyncio.get_running_loop()
         remaining = await loop.run_in_executor(None, self._follower.flush, RELEASE_FLUSH_S)
         if remaining:
-            log.warning(
-                "changelog not flushed before a partition was released",
-                extra={"records": remaining},
-            )
+            self._drop_unsent("changelog not flushed before partitions were released", partitions)
         log.info("partitions released", extra={"partitions": len(partitions)})
+
+    async def _let_go(self, partitions: Partitions) -> None:
+        """The group gave the partitions to others without asking (this gateway's session
+        expired: its broker or its network was away): stop serving them, then drop the
+        changelog records Kafka has not taken yet (see `FollowerProducer.drop_unsent`)."""
+        self._drop(partitions)
+        self._drop_unsent("partitions lost", partitions)
+
+    def _drop_unsent(self, why: str, partitions: Partitions) -> None:
+        noted = self._follower.drop_unsent()
+        log.warning(
+            "changelog records not in Kafka yet dropped",
+            extra={"why": why, "partitions": len(partitions), "not_handed_over": noted},
+        )
 
     def _drop(self, partitions: Partitions) -> None:
         for partition in partitions:

@@ -12,11 +12,13 @@ race they pin down is between the loop's own steps.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 import pytest
 
 from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
 from gateway.errors import ServiceUnavailable
+from gateway.group_sync import GroupSync
 from gateway.messages import MessageService
 from gateway.ownership import GroupOwnership
 from gateway.queues import QueueRegistry
@@ -106,6 +108,19 @@ async def take(ownership: GroupOwnership) -> None:
     raise AssertionError("partition not served")
 
 
+def confirmations_held(messages: MessageService) -> concurrent.futures.Future[None]:
+    """Make every change wait for a confirmation the test gives (as the changelog's
+    acknowledgement is awaited with several gateways)."""
+    confirmation: concurrent.futures.Future[None] = concurrent.futures.Future()
+    messages.group_sync = GroupSync(lambda: confirmation)
+    return confirmation
+
+
+async def lose(ownership: GroupOwnership) -> None:
+    """The group's loss of the partition, told on the ingest thread as librdkafka does."""
+    await asyncio.to_thread(ownership.lost, [(QUEUE.topic, 0)])
+
+
 async def one_in_flight(messages: MessageService) -> str:
     await messages.send(QUEUE, StoredMessage("m-1", b"body", sent_ms=T0))
     [received] = await messages.receive(QUEUE, 1, 30, 0)
@@ -115,8 +130,12 @@ async def one_in_flight(messages: MessageService) -> str:
 async def test_a_delete_confirmed_while_the_partition_is_served_succeeds() -> None:
     messages, _ = await gateway_serving_the_queue()
     handle = await one_in_flight(messages)
+    confirmation = confirmations_held(messages)
 
-    await messages.delete(QUEUE, handle)
+    deleting = asyncio.create_task(messages.delete(QUEUE, handle))
+    await asyncio.sleep(0.01)
+    confirmation.set_result(None)
+    await deleting
 
     assert messages.counts(QUEUE).in_flight == 0
 
@@ -126,10 +145,12 @@ async def test_a_delete_confirmed_after_the_partition_was_lost_is_answered_unava
     messages, ownership = await gateway_serving_the_queue()
     handle = await one_in_flight(messages)
 
-    # When the group's loss of the partition arrives while the delete waits for its sync
+    # When the group's loss of the partition arrives while the delete waits for its
+    # confirmation, which comes after that
+    confirmation = confirmations_held(messages)
     deleting = asyncio.create_task(messages.delete(QUEUE, handle))
-    await asyncio.sleep(0)  # the delete is made here and waits for its confirmation
-    ownership.lost([(QUEUE.topic, 0)])
+    await lose(ownership)
+    confirmation.set_result(None)
 
     # Then the client is told to retry (and reaches the new owner), not that it is done
     with pytest.raises(ServiceUnavailable):
@@ -142,10 +163,11 @@ async def test_a_change_confirmed_after_the_partition_was_lost_and_taken_again_f
     handle = await one_in_flight(messages)
 
     # When the partition is lost and taken again (a new spell) before the change is confirmed
+    confirmation = confirmations_held(messages)
     changing = asyncio.create_task(messages.change_visibility(QUEUE, handle, 60))
-    await asyncio.sleep(0)
-    ownership.lost([(QUEUE.topic, 0)])
+    await lose(ownership)
     await take(ownership)
+    confirmation.set_result(None)
 
     # Then the change is not answered as made: another owner may have served it in between
     with pytest.raises(ServiceUnavailable):

@@ -345,6 +345,7 @@ class FollowerProducer:
 
     def __init__(self, bootstrap: str, name: str, confirmed: bool = False) -> None:
         self.failures = 0  # written by the poll thread only
+        self.dropped = 0  # records `drop_unsent` took out of librdkafka's queue (poll thread)
         self.last_error = ""
         # With `confirmed`, `hand_over` returns a future of the acknowledgement of everything
         # handed over so far (several gateways: the changelog is then what another gateway
@@ -397,6 +398,26 @@ class FollowerProducer:
         remaining: int = self._producer.flush(timeout_s)
         return remaining
 
+    def drop_unsent(self) -> int:
+        """Forget every record not sent to Kafka yet: those noted (returns how many) and
+        those librdkafka still queues (counted in `dropped` as their reports come; a
+        waiter's future fails).
+
+        For a gateway that lost partitions to another (`gateway/ownership.py`): its records
+        waiting for a broker that is down would otherwise reach the changelog whenever the
+        broker is back, perhaps after the partition's next owner restored from it, and be
+        read by the partition's restore after that, over what the next owner did (a lease
+        after a tombstone: a deleted message back). What is dropped for the partitions still
+        served here costs no more than a failed delivery: a receive's fact (at worst a
+        message delivered again after a restore), or the confirmation of a change, which
+        then fails, so its client retries.
+        """
+        with self._hand_over_lock:
+            with self._noted_lock:
+                noted, self._noted = len(self._noted), {}
+            self._producer.purge(in_queue=True, in_flight=False, blocking=False)
+        return noted
+
     def close(self) -> None:
         self._stopping.set()
         self._poller.join(timeout=5)
@@ -440,7 +461,9 @@ class FollowerProducer:
         return on_delivery
 
     def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
-        if error is not None:
+        if error is not None and error.code() == KafkaError._PURGE_QUEUE:
+            self.dropped += 1  # `drop_unsent` said how many
+        elif error is not None:
             self.failures += 1
             self.last_error = str(error)
             log.warning(
