@@ -436,6 +436,9 @@ def test_a_retried_fifo_receive_gets_the_same_messages_through_either_gateway(
         )
         return [(m["Body"], m["ReceiptHandle"]) for m in answer.get("Messages", [])]
 
+    # (each applied by its partition's owner, from Kafka: visible a moment after the send)
+    eventually(lambda: True if counts(clients[x], url) == (4, 0) else None, "4 visible")
+
     # When: a receive with an attempt id through X, then the same attempt through Y and X
     first = eventually(lambda: receive(clients[x], "attempt-1") or None, "the first receive")
     retried = [receive(clients[y], "attempt-1"), receive(clients[x], "attempt-1")]
