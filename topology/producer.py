@@ -462,7 +462,7 @@ class FollowerProducer:
 
     def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
         if error is not None and error.code() == KafkaError._PURGE_QUEUE:
-            self.dropped += 1  # `drop_unsent` said how many
+            self.dropped += 1  # taken out of librdkafka's queue by `drop_unsent`
         elif error is not None:
             self.failures += 1
             self.last_error = str(error)
