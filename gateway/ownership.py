@@ -86,6 +86,10 @@ class GroupOwnership:
         self._ingest: IngestConsumer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Directory records on their way (`_serve`): a release waits for them, so that the
+        # next owner's record, written after the group hands it the partition, comes later
+        # in `__kqs_owners` than this gateway's and wins.
+        self._publishing: set[asyncio.Future[list[None]]] = set()
         self._directory_moved = asyncio.Event()
         self._subscription_due = False
         # One restore at a time: a partition revoked mid-restore and assigned again must not
@@ -277,7 +281,12 @@ class GroupOwnership:
             for topic, partition in partitions
             if self._registry.by_topic(topic) is not None and (topic, partition) in self._assigned
         ]  # not deleted, nor revoked while restoring
-        await asyncio.gather(*(self._directory.publish(t, p, self.me) for t, p in taken))
+        publishing = asyncio.gather(*(self._directory.publish(t, p, self.me) for t, p in taken))
+        self._publishing.add(publishing)
+        try:
+            await publishing
+        finally:
+            self._publishing.discard(publishing)
         by_topic: dict[str, dict[int, int]] = {}
         served: dict[str, QueueRecord] = {}
         for topic, partition in taken:
@@ -296,8 +305,13 @@ class GroupOwnership:
             self._on_served(record)
 
     async def _release(self, partitions: Partitions) -> None:
-        """Stop serving, then make sure every lease change of the partitions is in Kafka."""
+        """Stop serving, then make sure every lease change of the partitions is in Kafka,
+        and so is any directory record naming this gateway for them."""
         self._drop(partitions)
+        if self._publishing:
+            # A revocation can arrive while `_serve` publishes: that record must not reach
+            # the directory after the next owner's, or everyone forwards to this gateway.
+            await asyncio.gather(*self._publishing, return_exceptions=True)
         loop = asyncio.get_running_loop()
         remaining = await loop.run_in_executor(None, self._follower.flush, RELEASE_FLUSH_S)
         if remaining:

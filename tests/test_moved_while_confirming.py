@@ -62,7 +62,9 @@ class AssignmentsOnly(IngestConsumer):
         self.assigned.setdefault(topic, {}).update(next_offsets)
 
 
-async def gateway_serving_the_queue() -> tuple[MessageService, GroupOwnership]:
+async def gateway_serving_the_queue(
+    directory: OwnersDirectory | None = None, served: bool = True
+) -> tuple[MessageService, GroupOwnership]:
     log = Log()
     clock = ManualClock(T0)
     leases = LeaseStore(MemoryKeyValueStore())
@@ -76,7 +78,7 @@ async def gateway_serving_the_queue() -> tuple[MessageService, GroupOwnership]:
     registry.apply(QUEUE, 0)
     ownership = GroupOwnership(
         ME,
-        RememberingDirectory(),
+        directory or RememberingDirectory(),
         registry,
         leases,
         CountingFollower(log),
@@ -95,7 +97,8 @@ async def gateway_serving_the_queue() -> tuple[MessageService, GroupOwnership]:
         "us-east-1",
         ownership=ownership,
     )
-    await take(ownership)
+    if served:
+        await take(ownership)
     return messages, ownership
 
 

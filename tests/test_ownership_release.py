@@ -1,0 +1,50 @@
+"""A partition revoked while its new owner's directory record is on its way is released only
+once that record is in `__kqs_owners`, so the next owner's record comes after it and wins
+(else every gateway would forward the partition's requests to one that no longer serves it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.test_moved_while_confirming import (
+    ME,
+    QUEUE,
+    RememberingDirectory,
+    gateway_serving_the_queue,
+)
+from topology.owners import Owner
+
+
+class HeldDirectory(RememberingDirectory):
+    """Publishes only once the test lets it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.let_through = asyncio.Event()
+        self.published: list[tuple[str, int]] = []
+
+    async def publish(self, topic: str, partition: int, owner: Owner) -> None:
+        await self.let_through.wait()
+        await super().publish(topic, partition, owner)
+        self.published.append((topic, partition))
+
+
+async def test_a_revocation_during_the_directory_record_waits_for_it() -> None:
+    # Given a partition being taken, its directory record on its way
+    directory = HeldDirectory()
+    _, ownership = await gateway_serving_the_queue(directory, served=False)
+    ownership.assigned([(QUEUE.topic, 0)])
+    await asyncio.sleep(0.01)
+
+    # When the group revokes it meanwhile (on the ingest thread, which waits for the release)
+    revoking = asyncio.ensure_future(asyncio.to_thread(ownership.revoked, [(QUEUE.topic, 0)]))
+    await asyncio.sleep(0.1)
+
+    # Then the release waits for the record, and the partition is not served afterwards
+    assert not revoking.done()
+    directory.let_through.set()
+    await asyncio.wait_for(revoking, 5)
+    assert directory.published == [(QUEUE.topic, 0)]
+    assert directory.owner(QUEUE.topic, 0) == ME
+    assert not ownership.serves(QUEUE.topic, 0)
