@@ -21,10 +21,12 @@ class HeldDirectory(RememberingDirectory):
 
     def __init__(self) -> None:
         super().__init__()
+        self.held = asyncio.Event()
         self.let_through = asyncio.Event()
         self.published: list[tuple[str, int]] = []
 
     async def publish(self, topic: str, partition: int, owner: Owner) -> None:
+        self.held.set()
         await self.let_through.wait()
         await super().publish(topic, partition, owner)
         self.published.append((topic, partition))
@@ -35,7 +37,7 @@ async def test_a_revocation_during_the_directory_record_waits_for_it() -> None:
     directory = HeldDirectory()
     _, ownership = await gateway_serving_the_queue(directory, served=False)
     ownership.assigned([(QUEUE.topic, 0)])
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(directory.held.wait(), 5)
 
     # When the group revokes it meanwhile (on the ingest thread, which waits for the release)
     revoking = asyncio.ensure_future(asyncio.to_thread(ownership.revoked, [(QUEUE.topic, 0)]))
