@@ -315,7 +315,9 @@ class GroupOwnership:
         loop = asyncio.get_running_loop()
         remaining = await loop.run_in_executor(None, self._follower.flush, RELEASE_FLUSH_S)
         if remaining:
-            self._drop_unsent("changelog not flushed before partitions were released", partitions)
+            self._drop_unsent(
+                "changelog not flushed before partitions were released", partitions, remaining
+            )
         log.info("partitions released", extra={"partitions": len(partitions)})
 
     async def _let_go(self, partitions: Partitions) -> None:
@@ -325,11 +327,16 @@ class GroupOwnership:
         self._drop(partitions)
         self._drop_unsent("partitions lost", partitions)
 
-    def _drop_unsent(self, why: str, partitions: Partitions) -> None:
+    def _drop_unsent(self, why: str, partitions: Partitions, unflushed: int | None = None) -> None:
         noted = self._follower.drop_unsent()
         log.warning(
             "changelog records not in Kafka yet dropped",
-            extra={"why": why, "partitions": len(partitions), "not_handed_over": noted},
+            extra={
+                "why": why,
+                "partitions": len(partitions),
+                "not_handed_over": noted,
+                "unflushed": unflushed,
+            },
         )
 
     def _drop(self, partitions: Partitions) -> None:
