@@ -37,6 +37,7 @@ from gateway.expiry import expire_messages
 from gateway.forwarding import PATH as INTERNAL_PATH
 from gateway.forwarding import Forwarder
 from gateway.gauges import publish_gauges
+from gateway.group_check import warn_if_group_gateways
 from gateway.iam.config import Directory, load_directory
 from gateway.internal_api import internal_handler
 from gateway.lease_recovery import open_lease_store
@@ -322,7 +323,9 @@ async def _start(
             on_served=lambda record: signals.notify(record.key),
         )
         group_ref.append(group)
-    elif settings.partition_ownership != "all":
+    elif settings.partition_ownership == "all":
+        await warn_if_group_gateways(admin)
+    else:
         raise ValueError(
             f"KQS_PARTITION_OWNERSHIP {settings.partition_ownership!r} is not 'all' or 'group'"
         )

@@ -261,6 +261,13 @@ class TopicAdmin:
                 committed[tp.partition] = int(tp.offset)
         return committed
 
+    async def group_members(self, group: str) -> list[str]:
+        """The live members of a consumer group, each as `client_id@host` (none for a group
+        that is empty or unknown; consumers that only assign partitions are never members)."""
+        futures = self._admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)
+        description = await _wait(futures[group])
+        return [f"{member.client_id}@{member.host}" for member in description.members]
+
     def partition_count(self, name: str, timeout_s: float = 10.0) -> int:
         metadata = self._admin.list_topics(name, timeout=timeout_s)
         return len(metadata.topics[name].partitions)

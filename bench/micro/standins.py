@@ -264,6 +264,9 @@ class NullAdmin(TopicAdmin):
     async def committed_offsets(self, group: str, name: str, partitions: int) -> list[int | None]:
         return [None] * partitions
 
+    async def group_members(self, group: str) -> list[str]:
+        return []  # the stand-in log has no consumer groups
+
     def partition_count(self, name: str, timeout_s: float = 10.0) -> int:
         return self._log.partitions[name]
 
