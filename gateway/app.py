@@ -175,6 +175,7 @@ class KafkaClients:
             {"logger": LIBRDKAFKA},
             statistics=True,
             shards=self.settings.producer_shards,
+            linger_ms=self.settings.produce_linger_ms,
         )
 
     def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from topology.admin import USE_CLUSTER_DEFAULT
 from topology.ingest import DEFAULT_FETCH_WAIT_MS
+from topology.producer import DEFAULT_LINGER_MS
 
 
 def _env_int(name: str, default: int) -> int:
@@ -58,6 +59,10 @@ class Settings:
     )
     # librdkafka producers the queue topics are spread over (topology/producer.py AsyncProducer).
     producer_shards: int = field(default_factory=lambda: _env_int("KQS_PRODUCER_SHARDS", 16))
+    # How long the queue-topic producer waits to fill a produce request (librdkafka linger.ms).
+    produce_linger_ms: int = field(
+        default_factory=lambda: _env_int("KQS_PRODUCE_LINGER_MS", DEFAULT_LINGER_MS)
+    )
     # Consumers the queue topics are read by, one gateway (topology/ingest.py IngestShards).
     # 1 until more is shown to pay: with 8, 10,000 queues × 20 messages sent no faster and
     # cost 1 GB more RSS and half the queue-creation rate (bench/results/PROFILE.md, session 8).

@@ -784,12 +784,17 @@ class MessageService:
                 outcomes[i] = result
 
     def _sync(self) -> concurrent.futures.Future[None] | None:
-        """The group sync: the WAL first (the durable record), then the changelog records of
-        what it made durable go to Kafka's client before any waiter is answered. With several
-        gateways the changelog is what another gateway restores a partition from, so the
-        waiters also wait for its acknowledgement (the future returned)."""
+        """The group sync: the WAL, the durable record of every change made so far.
+
+        With several gateways the changelog is what another gateway restores a partition
+        from, so its records of those changes go to Kafka's client now and the waiters also
+        wait for their acknowledgement (the future returned). With one gateway the changelog
+        is a copy for a lost disk only: the follower's own thread hands its records over
+        every `FollowerProducer.HAND_OVER_S`, so a message received and deleted within that
+        time costs Kafka one record (the tombstone) instead of two, and the event loop makes
+        no produce calls for them."""
         self._leases.sync()
-        if self._changelog is not None:
+        if self._changelog is not None and not self._everything_here:
             return self._changelog.hand_over()
         return None
 

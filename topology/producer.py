@@ -33,13 +33,19 @@ log = logging.getLogger("kqs.producer")
 DURABLE_SETTINGS: dict[str, Any] = {
     "acks": "all",
     "enable.idempotence": True,
-    "linger.ms": 2,
     # Bounded, so a client whose broker is gone gets an error instead of a hang.
     "message.timeout.ms": 15_000,
     "socket.connection.setup.timeout.ms": 5_000,
     # Not durability, but not configurable either: a 1 MiB message must fit in a record.
     "message.max.bytes": MAX_RECORD_BYTES,
 }
+
+# How long librdkafka waits to fill a produce request for the queue topics (`linger.ms`,
+# `KQS_PRODUCE_LINGER_MS`). Under load concurrent sends share requests anyway; 5 ms against
+# 2 ms in 100,000-message fills (32 clients, SendMessageBatch, 3 alternating rounds) moved
+# 0.99x the messages at 0.96x the CPU per message (bench/results/PROFILE.md, session 13),
+# and every send at low load would wait the difference, so 2 ms stays.
+DEFAULT_LINGER_MS = 2
 
 
 class ProduceFailed(Exception):
@@ -95,8 +101,14 @@ class AsyncProducer:
         extra: dict[str, Any] | None = None,
         statistics: bool = False,
         shards: int = 1,
+        linger_ms: int = DEFAULT_LINGER_MS,
     ) -> None:
-        self._config = {"bootstrap.servers": bootstrap, **(extra or {}), **DURABLE_SETTINGS}
+        self._config = {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": linger_ms,
+            **(extra or {}),
+            **DURABLE_SETTINGS,
+        }
         self._with_statistics = statistics
         self._shards: list[_Shard | None] = [None] * max(1, shards)
         # With `statistics`, librdkafka's numbers of every shard, summed, every 5 s.
@@ -322,13 +334,11 @@ class FollowerProducer:
     The durability settings stay (idempotence keeps each partition's records in order, which
     the compacted changelog needs: a retried older fact must never land after a newer one).
     `produce` only notes the record; `hand_over` gives what was noted to librdkafka, keeping
-    the latest value of each key. The gateway hands over right after each lease-store sync,
-    so the record of an acknowledged delete or visibility change is in librdkafka's queue
-    before the client hears of it, as when every record was produced at once; the rest (a
-    receive's fact) goes at the next sync, or after at most `HAND_OVER_S` from this
-    producer's own thread. So a key written twice in between (a message received and
-    deleted) is produced once, as the compacted topic would keep it anyway, and librdkafka
-    is called in bursts rather than per record.
+    the latest value of each key. This producer's own thread hands over every `HAND_OVER_S`;
+    with several gateways the gateway also hands over right after each lease-store sync and
+    waits for the acknowledgement (`confirmed`). So a key written twice in between (a
+    message received and deleted) is produced once, as the compacted topic would keep it
+    anyway, and librdkafka is called in bursts rather than per record.
 
     librdkafka then waits up to `FOLLOW_LINGER_MS` to fill a produce request: each request
     costs the broker's one request thread ~0.15 ms whatever it carries, and with one

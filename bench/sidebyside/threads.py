@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
+
 from bench.sidebyside import servers, workloads
 from bench.sidebyside.loadgen import Client
 
@@ -46,6 +48,36 @@ def thread_ticks(pids: list[int]) -> Ticks:
     return out
 
 
+# Internal topics whose records a phase is charged with, besides the queue topic's own.
+_COUNTED_TOPICS = ("__kqs_leases", "__kqs_events")
+
+
+def topic_ends(bootstrap: str, topics: tuple[str, ...] = _COUNTED_TOPICS) -> dict[str, int]:
+    """Each topic's log end offset summed over its partitions: how many records it took."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kqs-threads-bench"})
+    try:
+        ends: dict[str, int] = {}
+        metadata = consumer.list_topics(timeout=10)
+        for topic in topics:
+            partitions = metadata.topics[topic].partitions if topic in metadata.topics else {}
+            ends[topic] = sum(
+                consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in partitions
+            )
+        return ends
+    finally:
+        consumer.close()
+
+
+def report_records(
+    label: str, before: dict[str, int], after: dict[str, int], messages: int
+) -> None:
+    print(
+        f"   {label}: Kafka records per message, "
+        + ", ".join(f"{t} {(after[t] - before[t]) / messages:.2f}" for t in after)
+    )
+
+
 def report(label: str, before: Ticks, after: Ticks, seconds: float, messages: int) -> None:
     by_thread: collections.Counter[tuple[int, str]] = collections.Counter()
     for (pid, tid), (name, ticks) in after.items():
@@ -65,7 +97,9 @@ def report(label: str, before: Ticks, after: Ticks, seconds: float, messages: in
         )
 
 
-async def one_round(client: Client, pids: list[int], messages: int, name: str) -> None:
+async def one_round(
+    client: Client, pids: list[int], messages: int, name: str, bootstrap: str
+) -> None:
     url = await client.create_queue(name)
     batches = iter(range(messages // 10))
     sent = 0
@@ -76,6 +110,7 @@ async def one_round(client: Client, pids: list[int], messages: int, name: str) -
             accepted = await workloads.send_batch(client, url, 10)
             sent += accepted  # not `sent += await ...`: that reads `sent` before awaiting
 
+    records = topic_ends(bootstrap)
     before, began = thread_ticks(pids), time.monotonic()
     await asyncio.gather(*(fill() for _ in range(CLIENTS)))
     report("fill", before, thread_ticks(pids), time.monotonic() - began, sent)
@@ -97,9 +132,21 @@ async def one_round(client: Client, pids: list[int], messages: int, name: str) -
                 deleted = await workloads.delete_batch(client, url, received)
                 drained += deleted
 
+    filled = topic_ends(bootstrap)
+    report_records("fill", records, filled, sent)
     before, began = thread_ticks(pids), time.monotonic()
     await asyncio.gather(*(drain() for _ in range(CLIENTS)))
     report("drain", before, thread_ticks(pids), time.monotonic() - began, drained)
+    await asyncio.sleep(1.0)  # the changelog's and events' producers linger up to 0.1 s
+    report_records("drain", filled, topic_ends(bootstrap), drained)
+
+
+def broker_bootstrap(kafka_dir: Path) -> str:
+    """The embedded broker's client listener, from the configuration it was started with."""
+    for line in (kafka_dir / "server.properties").read_text().splitlines():
+        if line.startswith("advertised.listeners="):
+            return line.split("//", 1)[1].split(",", 1)[0].replace("\\:", ":")
+    raise RuntimeError(f"no advertised.listeners in {kafka_dir / 'server.properties'}")
 
 
 def main() -> None:
@@ -113,6 +160,7 @@ def main() -> None:
     try:
         os.sched_setaffinity(0, {0})
         pids = [process.pid for process in server.tree()]
+        bootstrap = broker_bootstrap(work / "data" / "kafka")
         broker_pid = work / "data" / "kafka" / "broker.pid"
         if broker_pid.exists():
             pids.append(int(broker_pid.read_text()))
@@ -120,7 +168,9 @@ def main() -> None:
         async def run() -> None:
             async with Client(server.endpoint, 2 * CLIENTS) as client:
                 for index in range(args.rounds):
-                    await one_round(client, sorted(set(pids)), args.messages, f"threads-{index}")
+                    await one_round(
+                        client, sorted(set(pids)), args.messages, f"threads-{index}", bootstrap
+                    )
 
         asyncio.run(run())
     finally:
