@@ -261,6 +261,9 @@ class GroupOwnership:
         targets = [
             t for t in rebuild_targets(records.values()) if (t.topic, t.pk.partition) in wanted
         ]
+        # Said when it begins, too: the end's log line alone cannot tell a restore that hung
+        # from one that began late (say, for partitions a leaving gateway handed over).
+        log.info("restoring partitions from the changelog", extra={"partitions": len(targets)})
         for target in targets:
             self._leases.drop_partition(target.pk, offsets=False)
         loop = asyncio.get_running_loop()
