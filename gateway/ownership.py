@@ -82,7 +82,11 @@ class GroupOwnership:
         # Each partition served here, by the number of the spell serving it (`serving_since`).
         self._serving: dict[tuple[str, int], int] = {}
         self._spells = 0
-        self._assigned: set[tuple[str, int]] = set()  # by the group, served or not yet
+        # Assigned by the group, served or not yet, each by the number of the take that has
+        # it: a partition revoked and given back meanwhile belongs to the later take, whose
+        # look at the directory is the one that counts (`_restore_and_serve`).
+        self._assigned: dict[tuple[str, int], int] = {}
+        self._takes = 0
         self._ingest: IngestConsumer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -193,22 +197,25 @@ class GroupOwnership:
             # Nothing (yet): the first round of a join, or more gateways than partitions.
             self._settled = True
             return
-        self._assigned.update(partitions)
-        task = asyncio.create_task(self._restore_and_serve(partitions))
+        self._takes += 1
+        self._assigned.update(dict.fromkeys(partitions, self._takes))
+        task = asyncio.create_task(self._restore_and_serve(partitions, self._takes))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _restore_and_serve(self, partitions: Partitions) -> None:
+    async def _restore_and_serve(self, partitions: Partitions, take: int) -> None:
+        """Take `take`: restore the partitions whose copy here is stale, then serve them all
+        (those still this take's: neither revoked since, nor given back to a later take)."""
         began = time.monotonic()
         while True:
-            partitions = [p for p in partitions if p in self._assigned]  # not revoked since
+            partitions = [p for p in partitions if self._assigned.get(p) == take]
             try:
                 async with self._restoring:
                     await self._directory_caught_up()
                     current, stale = self._sort(partitions)
                     if stale:
                         await self._restore(stale)
-                    await self._serve(current + stale)
+                    await self._serve(current + stale, take)
                 self._settled = True
                 break
             except Exception:
@@ -261,6 +268,9 @@ class GroupOwnership:
         targets = [
             t for t in rebuild_targets(records.values()) if (t.topic, t.pk.partition) in wanted
         ]
+        # Said when it begins, too: the end's log line alone cannot tell a restore that hung
+        # from one that began late (say, for partitions a leaving gateway handed over).
+        log.info("restoring partitions from the changelog", extra={"partitions": len(targets)})
         for target in targets:
             self._leases.drop_partition(target.pk, offsets=False)
         loop = asyncio.get_running_loop()
@@ -274,12 +284,20 @@ class GroupOwnership:
             extra={"partitions": len(targets), "live_messages": stats.live_messages},
         )
 
-    async def _serve(self, partitions: Partitions) -> None:
+    async def _serve(self, partitions: Partitions, take: int) -> None:
+        """Publish this gateway as the partitions' owner, then serve them.
+
+        Only those still `take`'s: one revoked while it restored, served by another gateway
+        and given back (a later take, waiting for this one) would otherwise be served from
+        the copy this take sorted as current or restored, without what the other gateway
+        did meanwhile (a message it deleted, delivered again). The later take sorts it again.
+        """
         assert self._ingest is not None
         taken = [
             (topic, partition)
             for topic, partition in partitions
-            if self._registry.by_topic(topic) is not None and (topic, partition) in self._assigned
+            if self._registry.by_topic(topic) is not None
+            and self._assigned.get((topic, partition)) == take
         ]  # not deleted, nor revoked while restoring
         publishing = asyncio.gather(*(self._directory.publish(t, p, self.me) for t, p in taken))
         self._publishing.add(publishing)
@@ -291,7 +309,7 @@ class GroupOwnership:
         served: dict[str, QueueRecord] = {}
         for topic, partition in taken:
             record = self._registry.by_topic(topic)
-            if record is None or (topic, partition) not in self._assigned:
+            if record is None or self._assigned.get((topic, partition)) != take:
                 continue
             if (topic, partition) not in self._serving:
                 self._spells += 1
@@ -341,11 +359,11 @@ class GroupOwnership:
 
     def _drop(self, partitions: Partitions) -> None:
         for partition in partitions:
-            self._assigned.discard(partition)
+            self._assigned.pop(partition, None)
             self._serving.pop(partition, None)
 
     async def release_all(self) -> None:
         """At shutdown, before the ingest consumer leaves the group."""
         for task in list(self._tasks):
             task.cancel()
-        await self._release(sorted(self._assigned | self._serving.keys()))
+        await self._release(sorted(self._assigned.keys() | self._serving.keys()))

@@ -58,6 +58,20 @@ class Delivery:
     token: str
     message_id: str
     receive_began: float  # time.monotonic() when the ReceiveMessage call started
+    gateway: str = ""  # the endpoint the ReceiveMessage went to
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A DeleteMessage of a message that failed: for the message's story in a failure's
+    report, which then shows what every retry was answered, and by which gateway."""
+
+    began: float  # time.monotonic() when the call started
+    gateway: str  # the endpoint the call went to
+    error: str  # the error code and message, or the connection error's type
+
+    def describe(self) -> str:
+        return f"{self.began:.1f} {_port(self.gateway)} {self.error}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +88,7 @@ class Ledger:
     acknowledged: dict[str, str] = field(default_factory=dict)  # token -> MessageId
     deliveries: list[Delivery] = field(default_factory=list)
     deletions: dict[str, float] = field(default_factory=dict)  # MessageId -> acknowledged at
+    refusals: dict[str, list[Refusal]] = field(default_factory=dict)  # MessageId -> failed deletes
     corrupt: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     crashed: list[str] = field(default_factory=list)  # tracebacks of workload threads
@@ -94,6 +109,16 @@ class Ledger:
         with self.lock:
             self.failures.append(Failure(operation, kind, None, time.monotonic() - began))
 
+    def refuse(self, message_id: str, began: float, gateway: str, error: Exception) -> None:
+        """Note a failed DeleteMessage of the message (`story` tells them)."""
+        if isinstance(error, ClientError):
+            details = error.response["Error"]
+            text = f"{details.get('Code')}: {details.get('Message')}"
+        else:
+            text = type(error).__name__
+        with self.lock:
+            self.refusals.setdefault(message_id, []).append(Refusal(began, gateway, text))
+
     def undelivered(self) -> set[str]:
         with self.lock:
             delivered = {d.token for d in self.deliveries}
@@ -106,15 +131,28 @@ class Ledger:
 
     def story(self, token: str) -> str:
         """What happened to one message, for a failure's report: its id, when each receive
-        that delivered it began, and when its deletion was acknowledged (monotonic seconds)."""
+        that delivered it began and at which gateway (port), when its deletion was
+        acknowledged (monotonic seconds), and the first and last of its failed deletes."""
         with self.lock:
             message_id = self.acknowledged.get(token, "?")
-            began = [f"{d.receive_began:.1f}" for d in self.deliveries if d.token == token]
+            began = [
+                f"{d.receive_began:.1f} {_port(d.gateway)}".strip()
+                for d in self.deliveries
+                if d.token == token
+            ]
             deleted = self.deletions.get(message_id)
-        return (
+            refused = list(self.refusals.get(message_id, []))
+        story = (
             f"{token} ({message_id}): delivered by receives begun at {began or 'never'}, "
             f"deletion acknowledged at {'never' if deleted is None else f'{deleted:.1f}'}"
         )
+        if refused:
+            shown = [r.describe() for r in refused[:3]]
+            if len(refused) > 6:
+                shown.append("...")
+            shown += [r.describe() for r in refused[max(3, len(refused) - 3) :]]
+            story += f"; {len(refused)} deletes refused: {shown}"
+        return story
 
     def verdict(self) -> Verdict:
         with self.lock:
@@ -307,16 +345,18 @@ class Workload:
                 time.sleep(0.2)
                 continue
             for message in messages:
-                self._check(url, message, began)
+                self._check(url, message, began, sqs.meta.endpoint_url)
             for number, message in enumerate(messages):
                 if (turn + number) % 7 == 0:
                     continue  # left to time out: redelivered later, as consumers crash too
                 self._delete(sqs, url, message)
 
-    def _check(self, url: str, message: dict[str, Any], receive_began: float) -> None:
+    def _check(self, url: str, message: dict[str, Any], receive_began: float, gateway: str) -> None:
         token = message["Body"].split("|", 1)[0]
         with self.ledger.lock:
-            self.ledger.deliveries.append(Delivery(token, message["MessageId"], receive_began))
+            self.ledger.deliveries.append(
+                Delivery(token, message["MessageId"], receive_began, gateway)
+            )
             sent = self.ledger.attempted.get(token)
             acknowledged_id = self.ledger.acknowledged.get(token)
             problem = None
@@ -343,6 +383,7 @@ class Workload:
                 sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
             except (ClientError, *_CONNECTION_ERRORS) as error:
                 self.ledger.fail("delete", error, time.monotonic() - began)
+                self.ledger.refuse(message["MessageId"], began, sqs.meta.endpoint_url, error)
                 if isinstance(error, ClientError) and error.response["Error"]["Code"] in (
                     "ReceiptHandleIsInvalid",
                     "InvalidParameterValue",
@@ -353,3 +394,8 @@ class Workload:
             with self.ledger.lock:
                 self.ledger.deletions.setdefault(message["MessageId"], time.monotonic())
             return
+
+
+def _port(endpoint: str) -> str:
+    """The port of a gateway's endpoint: enough to tell the gateways of a run apart."""
+    return endpoint.rsplit(":", 1)[-1] if endpoint else ""
