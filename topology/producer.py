@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from topology.client_log import LIBRDKAFKA
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
@@ -436,9 +436,15 @@ class FollowerProducer:
             log.warning("producer closed with undelivered records", extra={"remaining": remaining})
 
     def _poll_forever(self) -> None:
+        # With one gateway this thread is the only one that hands records over: it must
+        # outlive any one failure, or the changelog would silently stop following.
         while not self._stopping.is_set():
-            self._producer.poll(self.HAND_OVER_S)
-            self._hand_over()
+            try:
+                self._producer.poll(self.HAND_OVER_S)
+                self._hand_over()
+            except Exception:
+                log.exception("follower hand-over failed; trying again")
+                self._stopping.wait(self.HAND_OVER_S)
 
     def _hand_over(self) -> None:
         with self._hand_over_lock:
@@ -447,16 +453,29 @@ class FollowerProducer:
             last = len(noted) - 1
             for i, ((topic, key), value) in enumerate(noted.items()):
                 extra: dict[str, Any] = {}
+                marker: concurrent.futures.Future[None] | None = None
                 if self._confirmed and i == last:
-                    marker: concurrent.futures.Future[None] = concurrent.futures.Future()
+                    marker = concurrent.futures.Future()
                     extra["on_delivery"] = self._marker_callback(marker)
+                try:
+                    self._produce(topic, value, key, extra)
+                except KafkaException as refused:
+                    # Refused at once by librdkafka (a record over its size limit): counted
+                    # as a failed delivery, and a waiter on it fails instead of waiting forever.
+                    error: KafkaError = refused.args[0]
+                    self._on_delivery(error, None)
+                    if marker is not None:
+                        marker.set_exception(ProduceFailed(error))
+                if marker is not None:
                     self._last_handed = marker
-                while True:
-                    try:
-                        self._producer.produce(topic, value=value, key=key, **extra)
-                        break
-                    except BufferError:
-                        self._producer.poll(0.01)  # the local queue is full: let it drain
+
+    def _produce(self, topic: str, value: bytes | None, key: bytes, extra: dict[str, Any]) -> None:
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key, **extra)
+                return
+            except BufferError:
+                self._producer.poll(0.01)  # the local queue is full: let it drain
 
     def _marker_callback(
         self, marker: concurrent.futures.Future[None]
@@ -470,7 +489,7 @@ class FollowerProducer:
 
         return on_delivery
 
-    def _on_delivery(self, error: KafkaError | None, _msg: Message) -> None:
+    def _on_delivery(self, error: KafkaError | None, _msg: Message | None) -> None:
         if error is not None and error.code() == KafkaError._PURGE_QUEUE:
             self.dropped += 1  # taken out of librdkafka's queue by `drop_unsent`
         elif error is not None:
