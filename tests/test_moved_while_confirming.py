@@ -62,12 +62,8 @@ class AssignmentsOnly(IngestConsumer):
         self.assigned.setdefault(topic, {}).update(next_offsets)
 
 
-async def gateway_serving_the_queue(
-    directory: OwnersDirectory | None = None, served: bool = True
-) -> tuple[MessageService, GroupOwnership]:
-    log = Log()
-    clock = ManualClock(T0)
-    leases = LeaseStore(MemoryKeyValueStore())
+def registry_of(queue: QueueRecord, log: Log) -> QueueRegistry:
+    """A registry that knows `queue` (the catalog and topics are stand-ins on `log`)."""
     registry = QueueRegistry(
         EmptyCatalog("unused", NullAdmin(log), InstantProducer(log)),
         NullAdmin(log),
@@ -75,10 +71,21 @@ async def gateway_serving_the_queue(
         on_created=lambda record: None,
         on_deleted=lambda record: None,
     )
-    registry.apply(QUEUE, 0)
+    registry.apply(queue, 0)
+    return registry
+
+
+def ownership_on_the_loop(
+    registry: QueueRegistry,
+    directory: OwnersDirectory,
+    leases: LeaseStore,
+    clock: ManualClock,
+    log: Log,
+) -> GroupOwnership:
+    """This gateway's `GroupOwnership`, started on the running loop, Kafka's clients stand-ins."""
     ownership = GroupOwnership(
         ME,
-        directory or RememberingDirectory(),
+        directory,
         registry,
         leases,
         CountingFollower(log),
@@ -87,6 +94,19 @@ async def gateway_serving_the_queue(
         on_served=lambda record: None,
     )
     ownership.start(AssignmentsOnly(), asyncio.get_running_loop())
+    return ownership
+
+
+async def gateway_serving_the_queue(
+    directory: OwnersDirectory | None = None, served: bool = True
+) -> tuple[MessageService, GroupOwnership]:
+    log = Log()
+    clock = ManualClock(T0)
+    leases = LeaseStore(MemoryKeyValueStore())
+    registry = registry_of(QUEUE, log)
+    ownership = ownership_on_the_loop(
+        registry, directory or RememberingDirectory(), leases, clock, log
+    )
     messages = MessageService(
         clock,
         InstantProducer(log),

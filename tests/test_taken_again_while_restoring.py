@@ -16,13 +16,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
+from bench.micro.standins import Log
 from gateway.ownership import GroupOwnership
-from gateway.queues import QueueRegistry
 from lease_store.clock import ManualClock
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.store import LeaseStore
-from tests.test_moved_while_confirming import ME, T0, AssignmentsOnly, RememberingDirectory
+from tests.test_moved_while_confirming import (
+    T0,
+    RememberingDirectory,
+    ownership_on_the_loop,
+    registry_of,
+)
 from topology.catalog import QueueRecord
 from topology.ingest import Partitions
 from topology.owners import Owner
@@ -82,23 +86,10 @@ async def test_a_partition_given_back_during_a_restore_is_restored_again() -> No
 
 def ownership_of_the_queue(directory: RememberingDirectory) -> GroupOwnership:
     log = Log()
-    registry = QueueRegistry(
-        EmptyCatalog("unused", NullAdmin(log), InstantProducer(log)),
-        NullAdmin(log),
-        1,
-        on_created=lambda record: None,
-        on_deleted=lambda record: None,
-    )
-    registry.apply(QUEUE, 0)
-    ownership = GroupOwnership(
-        ME,
+    return ownership_on_the_loop(
+        registry_of(QUEUE, log),
         directory,
-        registry,
         LeaseStore(MemoryKeyValueStore()),
-        CountingFollower(log),
-        "unused",
         ManualClock(T0),
-        on_served=lambda record: None,
+        log,
     )
-    ownership.start(AssignmentsOnly(), asyncio.get_running_loop())
-    return ownership
