@@ -44,6 +44,20 @@ def test_a_refused_last_record_fails_the_confirmation_instead_of_leaving_it_unse
         follower._stopping.set()
 
 
+def test_a_refused_record_fails_the_confirmation_of_the_records_handed_over_with_it() -> None:
+    follower = FollowerProducer(f"127.0.0.1:{_closed_port()}", "test-refused-mid", confirmed=True)
+    try:
+        follower.produce(TOPIC, TOO_LARGE, key=b"a")
+        follower.produce(TOPIC, b"fine", key=b"b")  # the last: its delivery would confirm all
+        confirmation = follower.hand_over()
+        assert confirmation is not None
+        with pytest.raises(ProduceFailed, match="(?i)size"):
+            confirmation.result(timeout=1)
+    finally:
+        follower.drop_unsent()
+        follower._stopping.set()
+
+
 def test_the_follower_thread_goes_on_handing_over_after_a_refused_record() -> None:
     follower = FollowerProducer(f"127.0.0.1:{_closed_port()}", "test-refused-thread")
     try:

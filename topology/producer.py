@@ -451,23 +451,28 @@ class FollowerProducer:
             with self._noted_lock:
                 noted, self._noted = self._noted, {}
             last = len(noted) - 1
+            marker: concurrent.futures.Future[None] | None = None
+            refused: KafkaError | None = None
             for i, ((topic, key), value) in enumerate(noted.items()):
                 extra: dict[str, Any] = {}
-                marker: concurrent.futures.Future[None] | None = None
                 if self._confirmed and i == last:
                     marker = concurrent.futures.Future()
                     extra["on_delivery"] = self._marker_callback(marker)
                 try:
                     self._produce(topic, value, key, extra)
-                except KafkaException as refused:
-                    # Refused at once by librdkafka (a record over its size limit): counted
-                    # as a failed delivery, and a waiter on it fails instead of waiting forever.
-                    error: KafkaError = refused.args[0]
-                    self._on_delivery(error, None)
-                    if marker is not None:
-                        marker.set_exception(ProduceFailed(error))
-                if marker is not None:
-                    self._last_handed = marker
+                except KafkaException as error:
+                    # Refused at once by librdkafka (a record over its size limit): counted as
+                    # a failed delivery, and never awaited as if it could still arrive.
+                    refused = error.args[0]
+                    self._on_delivery(refused, None)
+            if marker is None:
+                return
+            if refused is not None:
+                # A change whose record was refused must not be confirmed by the records
+                # handed over with it: their waiters fail (and retry) instead.
+                marker = concurrent.futures.Future()
+                marker.set_exception(ProduceFailed(refused))
+            self._last_handed = marker
 
     def _produce(self, topic: str, value: bytes | None, key: bytes, extra: dict[str, Any]) -> None:
         while True:
