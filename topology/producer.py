@@ -354,7 +354,9 @@ class FollowerProducer:
     CONFIRMED_LINGER_MS = 5
 
     def __init__(self, bootstrap: str, name: str, confirmed: bool = False) -> None:
-        self.failures = 0  # written by the poll thread only
+        # Written by the poll thread, and by a hand-over on the loop whose record librdkafka
+        # refuses at once (a lost increment would only undercount a metric).
+        self.failures = 0
         self.dropped = 0  # records `drop_unsent` took out of librdkafka's queue (poll thread)
         self.last_error = ""
         # With `confirmed`, `hand_over` returns a future of the acknowledgement of everything
