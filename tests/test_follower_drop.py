@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import socket
 import time
 import uuid
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from tests.harness import free_port
 from topology.admin import TopicAdmin
 from topology.producer import FollowerProducer, ProduceFailed
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port  # nothing listens there now
 
 
 def _new_topic(bootstrap: str) -> str:
@@ -56,7 +49,7 @@ def _read_keys(bootstrap: str, topic: str) -> list[bytes]:
 
 
 def test_records_waiting_for_an_absent_broker_are_dropped_and_their_waiters_fail() -> None:
-    follower = FollowerProducer(f"127.0.0.1:{_closed_port()}", "test-follower", confirmed=True)
+    follower = FollowerProducer(f"127.0.0.1:{free_port()}", "test-follower", confirmed=True)
     try:
         for i in range(3):
             follower.produce("kqs-test-changelog", b"fact", f"key-{i}".encode())

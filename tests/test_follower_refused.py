@@ -7,11 +7,11 @@ connection; the follower points at a port where nothing listens.
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
 
+from tests.harness import free_port
 from topology.producer import FollowerProducer, ProduceFailed
 from topology.record_format import MAX_RECORD_BYTES
 
@@ -19,15 +19,8 @@ TOO_LARGE = b"x" * (MAX_RECORD_BYTES + 1024)
 TOPIC = "kqs-test-follower-refused"
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port  # nothing listens there now
-
-
 def test_a_refused_last_record_fails_the_confirmation_instead_of_leaving_it_unsettled() -> None:
-    follower = FollowerProducer(f"127.0.0.1:{_closed_port()}", "test-refused", confirmed=True)
+    follower = FollowerProducer(f"127.0.0.1:{free_port()}", "test-refused", confirmed=True)
     try:
         follower.produce(TOPIC, b"fine", key=b"a")
         follower.produce(TOPIC, TOO_LARGE, key=b"b")
@@ -45,7 +38,7 @@ def test_a_refused_last_record_fails_the_confirmation_instead_of_leaving_it_unse
 
 
 def test_a_refused_record_fails_the_confirmation_of_the_records_handed_over_with_it() -> None:
-    follower = FollowerProducer(f"127.0.0.1:{_closed_port()}", "test-refused-mid", confirmed=True)
+    follower = FollowerProducer(f"127.0.0.1:{free_port()}", "test-refused-mid", confirmed=True)
     try:
         follower.produce(TOPIC, TOO_LARGE, key=b"a")
         follower.produce(TOPIC, b"fine", key=b"b")  # the last: its delivery would confirm all
@@ -59,7 +52,7 @@ def test_a_refused_record_fails_the_confirmation_of_the_records_handed_over_with
 
 
 def test_the_follower_thread_goes_on_handing_over_after_a_refused_record() -> None:
-    follower = FollowerProducer(f"127.0.0.1:{_closed_port()}", "test-refused-thread")
+    follower = FollowerProducer(f"127.0.0.1:{free_port()}", "test-refused-thread")
     try:
         follower.produce(TOPIC, TOO_LARGE, key=b"a")
         deadline = time.monotonic() + 5

@@ -23,10 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
-
 from bench.sidebyside import servers, workloads
 from bench.sidebyside.loadgen import Client
+from topology.admin import TopicAdmin
 
 CLIENTS = 32
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -52,21 +51,13 @@ def thread_ticks(pids: list[int]) -> Ticks:
 _COUNTED_TOPICS = ("__kqs_leases", "__kqs_events")
 
 
-def topic_ends(bootstrap: str, topics: tuple[str, ...] = _COUNTED_TOPICS) -> dict[str, int]:
+async def topic_ends(
+    admin: TopicAdmin, topics: tuple[str, ...] = _COUNTED_TOPICS
+) -> dict[str, int]:
     """Each topic's log end offset summed over its partitions: how many records it took."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kqs-threads-bench"})
-    try:
-        ends: dict[str, int] = {}
-        metadata = consumer.list_topics(timeout=10)
-        for topic in topics:
-            partitions = metadata.topics[topic].partitions if topic in metadata.topics else {}
-            ends[topic] = sum(
-                consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in partitions
-            )
-        return ends
-    finally:
-        consumer.close()
+    return {
+        topic: sum(await admin.end_offsets(topic, admin.partition_count(topic))) for topic in topics
+    }
 
 
 def report_records(
@@ -98,7 +89,7 @@ def report(label: str, before: Ticks, after: Ticks, seconds: float, messages: in
 
 
 async def one_round(
-    client: Client, pids: list[int], messages: int, name: str, bootstrap: str
+    client: Client, pids: list[int], messages: int, name: str, admin: TopicAdmin
 ) -> None:
     url = await client.create_queue(name)
     batches = iter(range(messages // 10))
@@ -110,7 +101,7 @@ async def one_round(
             accepted = await workloads.send_batch(client, url, 10)
             sent += accepted  # not `sent += await ...`: that reads `sent` before awaiting
 
-    records = topic_ends(bootstrap)
+    records = await topic_ends(admin)
     before, began = thread_ticks(pids), time.monotonic()
     await asyncio.gather(*(fill() for _ in range(CLIENTS)))
     report("fill", before, thread_ticks(pids), time.monotonic() - began, sent)
@@ -132,13 +123,14 @@ async def one_round(
                 deleted = await workloads.delete_batch(client, url, received)
                 drained += deleted
 
-    filled = topic_ends(bootstrap)
+    await asyncio.sleep(1.0)  # the events' producer lingers up to 0.1 s after its hand-over
+    filled = await topic_ends(admin)
     report_records("fill", records, filled, sent)
     before, began = thread_ticks(pids), time.monotonic()
     await asyncio.gather(*(drain() for _ in range(CLIENTS)))
     report("drain", before, thread_ticks(pids), time.monotonic() - began, drained)
-    await asyncio.sleep(1.0)  # the changelog's and events' producers linger up to 0.1 s
-    report_records("drain", filled, topic_ends(bootstrap), drained)
+    await asyncio.sleep(1.0)  # likewise the changelog's, handed over every 50 ms
+    report_records("drain", filled, await topic_ends(admin), drained)
 
 
 def broker_bootstrap(kafka_dir: Path) -> str:
@@ -165,11 +157,13 @@ def main() -> None:
         if broker_pid.exists():
             pids.append(int(broker_pid.read_text()))
 
+        admin = TopicAdmin(bootstrap)
+
         async def run() -> None:
             async with Client(server.endpoint, 2 * CLIENTS) as client:
                 for index in range(args.rounds):
                     await one_round(
-                        client, sorted(set(pids)), args.messages, f"threads-{index}", bootstrap
+                        client, sorted(set(pids)), args.messages, f"threads-{index}", admin
                     )
 
         asyncio.run(run())
