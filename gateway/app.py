@@ -62,6 +62,7 @@ from lease_store.clock import Clock, SystemClock
 from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.store import CommitListener, LeaseStore
+from lease_store.value_class import value_class
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
@@ -578,7 +579,7 @@ async def _handle(request: web.Request) -> web.Response:
             tracker.idle.set()
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class _Answer:
     response: web.Response
     action: str  # "unknown" unless the request named an action this gateway serves

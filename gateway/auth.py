@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -28,12 +27,13 @@ from gateway.iam.policy import Decision, Policy, PolicyError
 from gateway.iam.principal import Principal, anonymous
 from gateway.move_tasks import decode_handle
 from gateway.queues import QueueRegistry, parse_arn, url_path_parts
+from lease_store.value_class import value_class
 from topology.names import REGION_PATTERN
 
 log = logging.getLogger("kqs.auth")
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Caller:
     principal: Principal
     region: str | None  # of the credential scope; None when unsigned

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from confluent_kafka import KafkaException
@@ -35,6 +34,7 @@ from gateway.errors import (
 from gateway.params import Params
 from gateway.protocol import Protocol
 from lease_store.errors import LeaseError
+from lease_store.value_class import value_class
 from topology.producer import ProduceFailed
 
 EntryRequest = TypeVar("EntryRequest")
@@ -48,7 +48,7 @@ EntriesHandler = Callable[
 _ENTRY_ID = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_BATCH_ENTRY_ID_LENGTH}}}$")
 
 
-@dataclass(frozen=True)
+@value_class
 class BatchEntry(Generic[EntryRequest]):
     """One entry: its decoded request, or the error that decoding it raised."""
 
@@ -57,7 +57,7 @@ class BatchEntry(Generic[EntryRequest]):
     error: SqsError | None = None
 
 
-@dataclass(frozen=True)
+@value_class
 class BatchRequest(Generic[EntryRequest]):
     queue_url: str
     entries: tuple[BatchEntry[EntryRequest], ...]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gateway.protocol import Protocol
+from lease_store.value_class import value_class
 
 if TYPE_CHECKING:
     from gateway.iam.principal import Principal
@@ -20,7 +21,7 @@ class RequestNotes:
     long_poll: bool = False  # a ReceiveMessage that was allowed to wait
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class RequestContext:
     runtime: Runtime
     protocol: Protocol

@@ -19,7 +19,6 @@ import hmac
 import json
 import logging
 from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
@@ -30,6 +29,7 @@ from gateway.fifo import FifoSent
 from lease_store.errors import LeaseError
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.store import Counts, Delivery, PartitionKey
+from lease_store.value_class import value_class
 from topology.owners import Owner
 
 log = logging.getLogger("kqs.forwarding")
@@ -49,7 +49,7 @@ class NotServedHere(Exception):
     """An internal request named a partition this gateway does not serve (now)."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Received:
     """A message a receive leased: its delivery and the receipt handle issued for it (by
     this gateway, or by the one serving its partition)."""
@@ -58,7 +58,7 @@ class Received:
     receipt_handle: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class QueueGaugeParts:
     """What one gateway knows of a queue's gauges: its partitions' counters and the oldest
     SentTimestamp among them (None: they hold no message)."""

@@ -13,7 +13,6 @@ without an `Action` is 404 `UnknownOperationException`, and the account-wide act
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 from urllib.parse import parse_qsl
@@ -31,6 +30,7 @@ from gateway.errors import (
     UnknownOperation,
 )
 from gateway.ids import new_uuid
+from lease_store.value_class import value_class
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 _TARGET_PREFIX = "AmazonSQS."
@@ -43,7 +43,7 @@ class Protocol(Enum):
     QUERY = "query"
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class WireRequest:
     protocol: Protocol
     action: str

@@ -19,9 +19,9 @@ import hashlib
 import hmac
 import re
 import struct
-from dataclasses import dataclass
 
 from lease_store.errors import ReceiptHandleInvalid
+from lease_store.value_class import value_class
 
 _VERSION = 1
 _PAYLOAD = struct.Struct(">B16sIqI")
@@ -31,7 +31,7 @@ _CANONICAL = re.compile(rf"^[A-Za-z0-9+/]{{{_ENCODED_LENGTH}}}$")
 _CANONICAL_URLSAFE = re.compile(rf"^[A-Za-z0-9_-]{{{_ENCODED_LENGTH}}}$")  # earlier versions
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class ReceiptHandle:
     incarnation: bytes  # 16 bytes, the queue incarnation id
     partition: int

@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from lease_store.value_class import value_class
 
 _FACT = struct.Struct(">qqiqq")
 _U32 = struct.Struct(">I")
@@ -25,7 +27,7 @@ _ID_LENGTH_AT = 1 + 8 + 4 + 4 + 8  # where the MessageId's length sits in the he
 _ID_PREFIX = b'{"id":"'
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class LeaseFact:
     sent_ms: int
     visible_at_ms: int
@@ -58,7 +60,7 @@ class LeaseFact:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class AttributeValue:
     """One SQS message attribute: `String`/`Number` values are text, `Binary` are bytes."""
 
@@ -84,7 +86,7 @@ class AttributeValue:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class StoredMessage:
     message_id: str
     body: bytes

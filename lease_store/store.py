@@ -60,6 +60,7 @@ from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.recent_ids import RecentIds
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.state import MessageState
+from lease_store.value_class import value_class
 
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
@@ -113,7 +114,7 @@ class PartitionState:
             self.delayed += delta
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Counts:
     visible: int = 0
     in_flight: int = 0
@@ -127,7 +128,7 @@ class Counts:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Delivery:
     """A message taken by a receive: its offset, its lease after the receive, its content."""
 

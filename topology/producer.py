@@ -19,11 +19,11 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from lease_store.value_class import value_class
 from topology.client_log import LIBRDKAFKA
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import MAX_RECORD_BYTES
@@ -56,7 +56,7 @@ class ProduceFailed(Exception):
         self.retriable = bool(error.retriable()) or error.code() == KafkaError._MSG_TIMED_OUT
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Delivered:
     topic: str
     partition: int

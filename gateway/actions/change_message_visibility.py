@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gateway import limits
 from gateway.action import Action, Result
 from gateway.context import RequestContext
 from gateway.errors import InvalidParameterValue, MissingParameter
 from gateway.params import Params
 from lease_store.errors import MessageNotAvailable
+from lease_store.value_class import value_class
 
 
-@dataclass(frozen=True)
+@value_class
 class ChangeMessageVisibilityRequest:
     queue_url: str
     receipt_handle: str

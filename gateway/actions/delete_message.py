@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gateway.action import Action, Result
 from gateway.context import RequestContext
 from gateway.params import Params
+from lease_store.value_class import value_class
 
 
-@dataclass(frozen=True)
+@value_class
 class DeleteMessageRequest:
     queue_url: str
     receipt_handle: str

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gateway import limits
 from gateway.action import Action, Result
 from gateway.checksums import md5_of_attributes, md5_of_body
@@ -15,9 +13,10 @@ from gateway.params import Params
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import is_fifo
 from lease_store.fifo import sequence_number
+from lease_store.value_class import value_class
 
 
-@dataclass(frozen=True)
+@value_class
 class ReceiveMessageRequest:
     queue_url: str
     max_number_of_messages: int

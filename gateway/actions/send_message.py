@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gateway import limits
 from gateway.action import Action, Result
@@ -16,10 +16,11 @@ from gateway.params import Params
 from gateway.queue_attributes import DEFAULTS
 from gateway.queues import is_fifo
 from lease_store.records import AttributeValue, StoredMessage
+from lease_store.value_class import value_class
 from topology.catalog import QueueRecord
 
 
-@dataclass(frozen=True)
+@value_class
 class SendMessageRequest:
     queue_url: str
     message_body: str

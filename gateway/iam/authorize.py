@@ -24,10 +24,10 @@ as AddPermission documents.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from gateway.iam.policy import Decision, Policy, RequestFacts, combine
 from gateway.iam.principal import Principal
+from lease_store.value_class import value_class
 
 BATCH_TWINS = {
     "SendMessageBatch": "SendMessage",
@@ -55,7 +55,7 @@ ADMIN_ACTIONS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Target:
     """What an action acts on: a queue's ARN (or an account-wide ARN), its owner, its policy."""
 

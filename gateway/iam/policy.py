@@ -26,11 +26,13 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from enum import Enum
 from functools import lru_cache
 from typing import Any
+
+from lease_store.value_class import value_class
 
 
 class Decision(Enum):
@@ -43,7 +45,7 @@ class PolicyError(ValueError):
     """A policy document that is not valid access policy language."""
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class RequestFacts:
     """What a policy is evaluated against.
 
@@ -60,7 +62,7 @@ class RequestFacts:
     conditions: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Condition:
     operator: str  # e.g. "StringEquals", "DateLessThan", without IfExists / set prefixes
     if_exists: bool
@@ -68,7 +70,7 @@ class Condition:
     values: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Statement:
     sid: str | None
     effect: Decision  # ALLOW or DENY
@@ -117,7 +119,7 @@ class Statement:
 _MAX_MEMOIZED = 4096
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Policy:
     id: str | None
     statements: tuple[Statement, ...]

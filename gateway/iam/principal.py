@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gateway.iam.policy import Policy
+from lease_store.value_class import value_class
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Principal:
     """An authenticated caller, or the anonymous one of an unsigned request.
 

@@ -26,7 +26,6 @@ import hmac
 import posixpath
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
@@ -38,6 +37,7 @@ from gateway.errors import (
     RequestExpired,
     SignatureDoesNotMatch,
 )
+from lease_store.value_class import value_class
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
@@ -51,13 +51,13 @@ _PARAM_VALUE = re.compile(r"[^,\s]*")
 SecretOf = Callable[[str], str | None]
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class Verified:
     access_key: str
     region: str
 
 
-@dataclass(frozen=True, slots=True)
+@value_class
 class _Signed:
     """The parts of a signature, from the Authorization header or the presigned query."""
 
