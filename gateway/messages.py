@@ -147,7 +147,7 @@ class MessageService:
         if not self.ownership.serves(topic, partition):
             return  # released while the batch was in transit
         pk = partition_keys(record)[partition]
-        self._leases.ingest(pk, batch)
+        self._leases.ingest(pk, batch, self._clock.now_ms())
         self._apply_ahead(record, topic, partition, pk)
 
     def _delivered(
@@ -210,7 +210,7 @@ class MessageService:
                 else:
                     break
             if run:
-                self._leases.ingest(pk, run)
+                self._leases.ingest(pk, run, self._clock.now_ms())
                 applied = self._leases.applied_offset(pk)
             if ahead:
                 # A gap before a record of ours: another producer's records, which only

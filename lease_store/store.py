@@ -335,14 +335,24 @@ class LeaseStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def ingest(self, pk: PartitionKey, records: list[tuple[int, StoredMessage]]) -> int:
+    def ingest(
+        self, pk: PartitionKey, records: list[tuple[int, StoredMessage]], now_ms: int | None = None
+    ) -> int:
         """Add newly read log records; returns how many were new.
 
         Offsets at or below the applied offset (a replay after a crash) or below the purge
         watermark are skipped, so ingesting is idempotent.
+
+        With `now_ms` the partition is swept to it first, in the same write, so a message
+        visible on arrival goes straight to the ready index. Without, it waits in the
+        visibility index until the next sweep moves it: an extra put, scan and delete per
+        message, and after a fill with no receives the first receive moved the whole backlog
+        in one write.
         """
         st = self._state(pk)
         batch = WriteBatch()
+        if now_ms is not None and records:  # committed below with the records
+            self._sweep(pk, st, now_ms, batch)
         added = 0
         for offset, message in records:
             if offset <= st.applied_offset:
