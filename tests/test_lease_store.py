@@ -106,6 +106,22 @@ def test_a_stored_message_keeps_its_body_and_attributes(
 
 
 @on_every_backend
+def test_ingest_at_a_time_counts_what_is_visible_then_without_a_sweep(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given three messages visible on arrival and one delayed by 10 s, ingested at T0
+    store.ingest(PK, records(range(3)) + records([3], delay_s=10), clock.now_ms())
+
+    # Then they are counted (and indexed) as visible at once, the delayed one as delayed
+    st = store.partition_state(PK)  # no sweep: the counters as written
+    assert (st.visible, st.delayed, st.swept_until_ms) == (3, 1, T0)
+
+    # And once the delay is over all four are received, in log order
+    clock.advance(10 * SECOND_MS)
+    assert offsets_of(receive(store, clock)) == [0, 1, 2, 3]
+
+
+@on_every_backend
 def test_receive_of_an_empty_partition_returns_nothing(
     store: LeaseStore, clock: ManualClock
 ) -> None:
