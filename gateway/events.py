@@ -40,8 +40,8 @@ class EventSink:
     def flush(self) -> None:
         """Publish what is held back (empty receives are counted before they are sent)."""
 
-    def deleted(self, record: QueueRecord, message_id: str) -> None:
-        """A delete removed this message (not called when it was already gone)."""
+    def deleted(self, record: QueueRecord, message_ids: Sequence[str]) -> None:
+        """A delete removed these messages (not the ones that were already gone)."""
 
     def moved_to_dlq(self, source: QueueRecord, dlq: QueueRecord, delivery: Delivery) -> None:
         """A receive moved this message past maxReceiveCount into `dlq`."""
@@ -151,11 +151,11 @@ class KafkaEventSink(EventSink):
         )
 
     @_never_raises
-    def deleted(self, record: QueueRecord, message_id: str) -> None:
+    def deleted(self, record: QueueRecord, message_ids: Sequence[str]) -> None:
+        ts = self._clock.now_ms()
         key, queue = self._queue(record)
-        self._publisher.publish(
-            key, event_format.encode_deleted(self._clock.now_ms(), queue, message_id)
-        )
+        for message_id in message_ids:
+            self._publisher.publish(key, event_format.encode_deleted(ts, queue, message_id))
 
     @_never_raises
     def moved_to_dlq(self, source: QueueRecord, dlq: QueueRecord, delivery: Delivery) -> None:

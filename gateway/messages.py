@@ -666,8 +666,8 @@ class MessageService:
         finally:
             # Removed here even if the sync failed (and a retry will find them gone): the
             # messages are no longer in the queue, so each counts as deleted once, now.
-            for message_id in deleted:
-                self._events.deleted(record, message_id)
+            if deleted:
+                self._events.deleted(record, deleted)
         self._fail_if_moved(record, spells, local, outcomes)
         if deleted and fifo:
             self._signals.notify(record.key)  # their groups may be free now: wake long polls

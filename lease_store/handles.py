@@ -40,21 +40,35 @@ class ReceiptHandle:
 
 
 class ReceiptHandleCodec:
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, remembered: int = 16_384) -> None:
         if len(secret) < 16:
             raise ValueError("receipt handle secret must be at least 16 bytes")
         # Keyed once: copying the keyed state is cheaper than keying a one-shot HMAC per handle.
         self._keyed = hmac.new(secret, digestmod=hashlib.sha256)
+        # The handles issued lately, by their exact text, in two generations of at most
+        # `remembered` each: most come back within seconds (a delete, a visibility change)
+        # to the gateway that issued them, and a text issued here needs no parsing and no
+        # MAC check (a dict lookup instead of ~4 µs per handle).
+        self._remembered = remembered
+        self._issued: dict[str, ReceiptHandle] = {}
+        self._issued_before: dict[str, ReceiptHandle] = {}
 
     def encode(self, handle: ReceiptHandle) -> str:
         payload = _PAYLOAD.pack(
             _VERSION, handle.incarnation, handle.partition, handle.offset, handle.epoch
         )
         raw = payload + self._mac(payload)
-        return base64.b64encode(raw).decode("ascii").rstrip("=")
+        text = base64.b64encode(raw).decode("ascii").rstrip("=")
+        if len(self._issued) >= self._remembered:
+            self._issued_before, self._issued = self._issued, {}
+        self._issued[text] = handle
+        return text
 
     def decode(self, text: str) -> ReceiptHandle:
         """Parse and authenticate a handle; raises `ReceiptHandleInvalid` on any defect."""
+        issued = self._issued.get(text) or self._issued_before.get(text)
+        if issued is not None:
+            return issued
         if _CANONICAL.match(text):
             urlsafe = False
         elif _CANONICAL_URLSAFE.match(text):

@@ -258,7 +258,7 @@ def test_sink_never_raises_and_counts_what_it_could_not_publish() -> None:
     sink, _, _ = a_sink(fail=True)
     # When outcomes are reported
     sink.sent(QUEUE, a_message("m1"), 5)
-    sink.deleted(QUEUE, "m1")
+    sink.deleted(QUEUE, ["m1"])
     # Then the caller saw nothing, and the failures are counted
     assert sink.errors == 2
 

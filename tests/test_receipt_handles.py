@@ -109,6 +109,20 @@ def test_a_codec_with_the_same_secret_decodes_handles_of_another_instance() -> N
     assert decoded == a_receipt_handle()
 
 
+def test_handles_issued_long_ago_are_still_authenticated_and_decoded() -> None:
+    # Given a codec that remembers the 2 handles it issued last (and 2 before them)
+    codec = ReceiptHandleCodec(SECRET, remembered=2)
+    handles = [ReceiptHandle(b"i" * 16, 0, offset, 1) for offset in range(7)]
+    texts = [codec.encode(handle) for handle in handles]
+
+    # When every one comes back, the oldest long forgotten
+    decoded = [codec.decode(text) for text in texts]
+
+    # Then each is decoded, and a forgotten one that was tampered with is still refused
+    assert decoded == handles
+    assert_invalid(codec, with_char_replaced(texts[0], 30))
+
+
 def test_a_secret_shorter_than_16_bytes_is_refused() -> None:
     # Given / When / Then
     with pytest.raises(ValueError, match="at least 16 bytes"):
