@@ -81,6 +81,11 @@ class PartitionKey:
     def __post_init__(self) -> None:
         object.__setattr__(self, "prefix", self.incarnation + _U32.pack(self.partition))
 
+    def __hash__(self) -> int:
+        # Several dicts are looked up by partition per message. The generated hash built and
+        # hashed an (incarnation, partition) tuple each time; bytes cache their own hash.
+        return hash(self.prefix)
+
 
 @dataclass(slots=True)
 class PartitionState:
