@@ -21,6 +21,7 @@ import re
 import struct
 
 from lease_store.errors import ReceiptHandleInvalid
+from lease_store.recent_ids import Recent
 from lease_store.value_class import value_class
 
 _VERSION = 1
@@ -49,9 +50,7 @@ class ReceiptHandleCodec:
         # `remembered` each: most come back within seconds (a delete, a visibility change)
         # to the gateway that issued them, and a text issued here needs no parsing and no
         # MAC check (a dict lookup instead of ~4 µs per handle).
-        self._remembered = remembered
-        self._issued: dict[str, ReceiptHandle] = {}
-        self._issued_before: dict[str, ReceiptHandle] = {}
+        self._issued: Recent[str, ReceiptHandle] = Recent(remembered)
 
     def encode(self, handle: ReceiptHandle) -> str:
         payload = _PAYLOAD.pack(
@@ -59,14 +58,12 @@ class ReceiptHandleCodec:
         )
         raw = payload + self._mac(payload)
         text = base64.b64encode(raw).decode("ascii").rstrip("=")
-        if len(self._issued) >= self._remembered:
-            self._issued_before, self._issued = self._issued, {}
-        self._issued[text] = handle
+        self._issued.remember(text, handle)
         return text
 
     def decode(self, text: str) -> ReceiptHandle:
         """Parse and authenticate a handle; raises `ReceiptHandleInvalid` on any defect."""
-        issued = self._issued.get(text) or self._issued_before.get(text)
+        issued = self._issued.get(text)
         if issued is not None:
             return issued
         if _CANONICAL.match(text):

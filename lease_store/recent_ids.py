@@ -10,23 +10,49 @@ entries each and dropping the older one whole when the newer one fills.
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
 
-class RecentIds:
-    def __init__(self, size: int = 50_000) -> None:
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Recent(Generic[K, V]):
+    """A map of what was remembered lately: two generations of at most `size` entries, the
+    older dropped whole when the newer fills (also the receipt handles a codec issued)."""
+
+    def __init__(self, size: int) -> None:
         self._size = size
-        self._new: dict[tuple[bytes, int], str] = {}
-        self._old: dict[tuple[bytes, int], str] = {}
+        self._new: dict[K, V] = {}
+        self._old: dict[K, V] = {}
 
-    def remember(self, prefix: bytes, offset: int, message_id: str) -> None:
+    def remember(self, key: K, value: V) -> None:
         if len(self._new) >= self._size:
             self._old, self._new = self._new, {}
-        self._new[(prefix, offset)] = message_id
+        self._new[key] = value
 
-    def take(self, prefix: bytes, offset: int) -> str | None:
-        """The id remembered for this message, forgotten here (it is being deleted)."""
-        key = (prefix, offset)
+    def get(self, key: K) -> V | None:
+        found = self._new.get(key)
+        return found if found is not None else self._old.get(key)
+
+    def take(self, key: K) -> V | None:
+        """What was remembered under `key`, forgotten here."""
         found = self._new.pop(key, None)
         return found if found is not None else self._old.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._new) + len(self._old)
+
+
+class RecentIds:
+    def __init__(self, size: int = 50_000) -> None:
+        self._ids: Recent[tuple[bytes, int], str] = Recent(size)
+
+    def remember(self, prefix: bytes, offset: int, message_id: str) -> None:
+        self._ids.remember((prefix, offset), message_id)
+
+    def take(self, prefix: bytes, offset: int) -> str | None:
+        """The id remembered for this message, forgotten here (it is being deleted)."""
+        return self._ids.take((prefix, offset))
+
+    def __len__(self) -> int:
+        return len(self._ids)
