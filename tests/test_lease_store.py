@@ -1111,6 +1111,31 @@ def test_next_visible_at_forgets_a_removed_message(store: LeaseStore, clock: Man
     assert store.next_visible_at_ms(PK, clock.now_ms()) is None
 
 
+@on_every_backend
+def test_next_visible_at_follows_removals_and_new_leases_after_it_was_read(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given leases ending at T0 + 30 s, + 31 s and + 32 s, the first read as the next
+    store.ingest(PK, records([0, 1, 2]))
+    for _ in range(3):
+        receive(store, clock, max_messages=1)
+        clock.advance(SECOND_MS)
+    first = store.next_visible_at_ms(PK, clock.now_ms())
+
+    # When the first two are deleted, then a lease ending before the third is taken
+    store.remove(PK, 0, clock.now_ms())
+    after_one = store.next_visible_at_ms(PK, clock.now_ms())
+    store.remove(PK, 1, clock.now_ms())
+    after_two = store.next_visible_at_ms(PK, clock.now_ms())
+    store.ingest(PK, records([3]))
+    receive(store, clock, visibility_ms=5 * SECOND_MS)
+    with_new = store.next_visible_at_ms(PK, clock.now_ms())
+
+    # Then each answer is the earliest live lease end
+    assert (first, after_one, after_two) == (T0 + VISIBILITY_MS, T0 + 31_000, T0 + 32_000)
+    assert with_new == clock.now_ms() + 5 * SECOND_MS
+
+
 # -- isolation ----------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 """Where a backlog's CPU goes, thread by thread: fill N messages, then drain them.
 
     .venv/bin/python -m bench.sidebyside.threads --messages 100000 [--base-src DIR] [--rounds 3]
+        [--spy-drain stacks.txt]
 
 Starts `kqs serve` (this tree, or the source tree `--base-src`) pinned to core 1 with the
 shipped durable defaults, fills a queue with SendMessageBatch from 32 clients on core 0, waits
@@ -19,12 +20,15 @@ import asyncio
 import collections
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from bench.sidebyside import servers, workloads
 from bench.sidebyside.loadgen import Client
+from bench.sidebyside.profile import summarize
 from topology.admin import TopicAdmin
 
 CLIENTS = 32
@@ -88,8 +92,28 @@ def report(label: str, before: Ticks, after: Ticks, seconds: float, messages: in
         )
 
 
+def start_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy on the thread holding the GIL (the event loop, mostly), until interrupted."""
+    command = [str(servers.VENV_BIN / "py-spy"), "record", "--pid", str(pid), "--gil"]
+    command += ["--format", "raw", "--rate", "200", "--nonblocking", "--output", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_spy(spy: subprocess.Popen[bytes], out: Path, keep: Path) -> None:
+    spy.send_signal(signal.SIGINT)  # py-spy writes its stacks on SIGINT
+    spy.wait(timeout=60)
+    print(summarize(out))
+    with keep.open("a") as kept:
+        kept.write(out.read_text())
+
+
 async def one_round(
-    client: Client, pids: list[int], messages: int, name: str, admin: TopicAdmin
+    client: Client,
+    pids: list[int],
+    messages: int,
+    name: str,
+    admin: TopicAdmin,
+    spy_drain: tuple[int, Path] | None = None,  # (the gateway's pid, where stacks go)
 ) -> None:
     url = await client.create_queue(name)
     batches = iter(range(messages // 10))
@@ -126,9 +150,13 @@ async def one_round(
     await asyncio.sleep(1.0)  # the events' producer lingers up to 0.1 s after its hand-over
     filled = await topic_ends(admin)
     report_records("fill", records, filled, sent)
+    spy_out = Path(tempfile.mktemp(suffix=".txt", prefix="kqs-spy-"))
+    spy = start_spy(spy_drain[0], spy_out) if spy_drain is not None else None
     before, began = thread_ticks(pids), time.monotonic()
     await asyncio.gather(*(drain() for _ in range(CLIENTS)))
     report("drain", before, thread_ticks(pids), time.monotonic() - began, drained)
+    if spy is not None and spy_drain is not None:
+        stop_spy(spy, spy_out, spy_drain[1])
     await asyncio.sleep(1.0)  # likewise the changelog's, handed over every 50 ms
     report_records("drain", filled, await topic_ends(admin), drained)
 
@@ -146,6 +174,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--base-src", type=Path, help="run `kqs serve` of this source tree")
+    parser.add_argument("--spy-drain", type=Path, help="append the drains' py-spy stacks here")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kqs-threads-"))
     server = servers.start_kqs(work, [1], {}, args.base_src)
@@ -163,7 +192,12 @@ def main() -> None:
             async with Client(server.endpoint, 2 * CLIENTS) as client:
                 for index in range(args.rounds):
                     await one_round(
-                        client, sorted(set(pids)), args.messages, f"threads-{index}", admin
+                        client,
+                        sorted(set(pids)),
+                        args.messages,
+                        f"threads-{index}",
+                        admin,
+                        (server.proc.pid, args.spy_drain) if args.spy_drain else None,
                     )
 
         asyncio.run(run())
