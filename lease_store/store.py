@@ -197,15 +197,13 @@ def _state_key(pk: PartitionKey) -> bytes:
     return b"S" + pk.prefix
 
 
-def _fact_changes(pk: PartitionKey, batch: WriteBatch) -> dict[int, bytes | None]:
-    """The lease facts a batch puts (offset -> encoded fact) or deletes (offset -> None)."""
-    prefix = b"F" + pk.prefix
-    at = len(prefix)
-    return {
-        _I64.unpack_from(key, at)[0]: raw
-        for key, raw in batch.ops.items()
-        if key.startswith(prefix)
-    }
+@dataclass
+class _Batch(WriteBatch):
+    """A write batch of one partition that also notes the lease facts it changes (offset ->
+    the fact as encoded, or None when removed) for the commit listener, which otherwise
+    had to find them again among the batch's keys (a parse of every key, each commit)."""
+
+    facts: dict[int, bytes | None] = field(default_factory=dict)
 
 
 # Called after every committed write with the lease facts it changed (offset -> the new fact
@@ -254,14 +252,14 @@ class LeaseStore:
             start = b"V" + pk.prefix
             end = b"V" + pk.prefix + _I64.pack(swept + 1)
             while rows := self._kv.scan(start, end, limit=1000):
-                batch = WriteBatch()
+                batch = _Batch()
                 for index_key, _ in rows:
                     (offset,) = _I64.unpack_from(index_key, 1 + len(pk.prefix) + 8)
                     batch.delete(index_key)
                     batch.put(_ready_key(pk, offset), b"")
                 self._kv.write(batch)
                 moved += len(rows)
-        batch = WriteBatch()
+        batch = _Batch()
         batch.put(FORMAT_KEY, str(FORMAT_VERSION).encode())
         self._kv.write(batch, sync=True)
         return moved
@@ -279,7 +277,7 @@ class LeaseStore:
         """Exact numbers of visible, in-flight and delayed messages at `now_ms`."""
         st = self._state(pk)
         if self._needs_sweep(st, now_ms):
-            batch = WriteBatch()
+            batch = _Batch()
             self._sweep(pk, st, now_ms, batch)
             self._commit(pk, st, batch)
         return Counts(st.visible, st.in_flight, st.delayed)
@@ -347,7 +345,7 @@ class LeaseStore:
         """
         st = replace(self._state(pk))
         if now_ms is not None:
-            self._sweep(pk, st, now_ms, WriteBatch())
+            self._sweep(pk, st, now_ms, _Batch())
         return st
 
     def fact(self, pk: PartitionKey, offset: int) -> LeaseFact | None:
@@ -371,7 +369,7 @@ class LeaseStore:
         in one write.
         """
         st = self._state(pk)
-        batch = WriteBatch()
+        batch = _Batch()
         if now_ms is not None and records:  # committed below with the records
             self._sweep(pk, st, now_ms, batch)
         added = 0
@@ -416,7 +414,7 @@ class LeaseStore:
         outcome = ReceiveOutcome()
         if st.visible <= 0:
             return outcome  # the counters are exact: the ready index is empty
-        batch = WriteBatch()
+        batch = _Batch()
         # With a visibility timeout of 0 a leased message stays in the visible range, so
         # offsets already taken by this call are skipped rather than taken twice.
         seen: set[int] = set()
@@ -442,7 +440,7 @@ class LeaseStore:
                 )
             # The batch is applied per round so the next index scan sees the moved entries.
             self._commit(pk, st, batch)
-            batch = WriteBatch()
+            batch = _Batch()
         self._commit(pk, st, batch)
         return outcome
 
@@ -458,7 +456,7 @@ class LeaseStore:
         # Swept and committed first: the early return below must not drop the sweep's moves
         # while its counters, already changed in memory, reach disk with a later commit.
         self._sweep_now(pk, st, now_ms)
-        batch = WriteBatch()
+        batch = _Batch()
         fact = self.fact(pk, offset)
         if fact is None:
             return False
@@ -474,7 +472,7 @@ class LeaseStore:
         """
         st = self._state(pk)
         self._sweep_now(pk, st, now_ms)  # as in `remove`
-        batch = WriteBatch()
+        batch = _Batch()
         removed: dict[int, str] = {}
         for offset in offsets:
             if offset in removed:
@@ -513,7 +511,7 @@ class LeaseStore:
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
         self._sweep_now(pk, st, now_ms)
-        batch = WriteBatch()
+        batch = _Batch()
         held: list[Delivery] = []
         while len(held) < max_messages:
             # Held entries leave the visible range, so each scan sees only untaken ones.
@@ -529,7 +527,7 @@ class LeaseStore:
                 self._replace_fact(pk, st, offset, fact, taken, batch)
                 held.append(Delivery(offset, taken, self._message(pk, offset)))
             self._commit(pk, st, batch)
-            batch = WriteBatch()
+            batch = _Batch()
         self._commit(pk, st, batch)
         return held
 
@@ -556,7 +554,7 @@ class LeaseStore:
         offset_at = 1 + len(pk.prefix) + 8
         dropped: list[str] = []
         while rows := self._floors.scan(start, start, end, limit=1000):
-            batch = WriteBatch()
+            batch = _Batch()
             self._sweep(pk, st, now_ms, batch)
             for key, _ in rows:
                 (offset,) = _I64.unpack_from(key, offset_at)
@@ -591,7 +589,7 @@ class LeaseStore:
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
         self._sweep_now(pk, st, now_ms)  # committed even if the change is refused (see remove)
-        batch = WriteBatch()
+        batch = _Batch()
         fact = self.fact(pk, offset)
         if fact is None:
             raise MessageNotAvailable("message was deleted")
@@ -634,7 +632,7 @@ class LeaseStore:
     def purge(self, pk: PartitionKey, before_offset: int, now_ms: int) -> int:
         """Drop every message below `before_offset` and refuse to ingest them again."""
         st = self._state(pk)
-        batch = WriteBatch()
+        batch = _Batch()
         self._sweep(pk, st, now_ms, batch)
         dropped = 0
         start, end = b"F" + pk.prefix, _fact_key(pk, before_offset)
@@ -644,7 +642,7 @@ class LeaseStore:
                 self._drop(pk, st, offset, LeaseFact.decode(raw), batch)
                 dropped += 1
             self._commit(pk, st, batch, report_facts=False)
-            batch = WriteBatch()
+            batch = _Batch()
         st.purged_before_offset = max(st.purged_before_offset, before_offset)
         self._commit(pk, st, batch, sync=True, report_facts=False)
         return dropped
@@ -658,7 +656,7 @@ class LeaseStore:
         dropped = [offset for offset, _ in self.facts(pk)] if offsets else []
         for tag in (b"F", b"V", b"R", b"M", b"X", b"U", b"W", b"G"):
             self._kv.delete_range(tag + pk.prefix, tag + pk.prefix + b"\xff" * 16)
-        batch = WriteBatch()
+        batch = _Batch()
         batch.delete(_state_key(pk))
         self._kv.write(batch, sync=True)
         self._states.pop(pk, None)
@@ -696,7 +694,7 @@ class LeaseStore:
         end = start + _I64.pack(max(now_ms - fifo.DEDUPLICATION_WINDOW_MS + 1, 0))
         rows = self._kv.scan(start, end, limit=limit)
         if rows:
-            batch = WriteBatch()
+            batch = _Batch()
             fifo.prune_rows(fifo.batch_get(batch, self._kv.get), batch, pk.prefix, rows)
             self._kv.write(batch)
         return len(rows)
@@ -714,7 +712,7 @@ class LeaseStore:
             if not self._group_locked(pk, key[len(start) :].decode(), now_ms, self._kv.get)
         ]
         if released:
-            batch = WriteBatch()
+            batch = _Batch()
             for key in released:
                 batch.delete(key)
             self._kv.write(batch)
@@ -750,7 +748,7 @@ class LeaseStore:
         outcome = ReceiveOutcome()
         if st.visible <= 0:
             return outcome  # the counters are exact: the ready index is empty
-        batch = WriteBatch()
+        batch = _Batch()
         get = fifo.batch_get(batch, self._kv.get)
         locked: dict[str, bool] = {}
         candidates: dict[str, list[int]] = {}  # group -> offsets, groups in first-seen order
@@ -866,7 +864,7 @@ class LeaseStore:
         while len(turns) < max_messages and any(len(q) > depth for q in queues.values()):
             turns += [q[depth] for q in queues.values() if len(q) > depth]
             depth += 1
-        batch = WriteBatch()
+        batch = _Batch()
         for offset in turns[:max_messages]:
             self._take(
                 pk,
@@ -893,7 +891,7 @@ class LeaseStore:
         retention_ms: int,
         max_receive_count: int | None,
         dead_letter_hold_ms: int,
-        batch: WriteBatch,
+        batch: _Batch,
         outcome: ReceiveOutcome,
     ) -> None:
         """One visible message for a standard receive: dropped if expired, held for the
@@ -939,7 +937,7 @@ class LeaseStore:
         self,
         pk: PartitionKey,
         st: PartitionState,
-        batch: WriteBatch,
+        batch: _Batch,
         sync: bool = False,
         report_facts: bool = True,
     ) -> None:
@@ -948,8 +946,7 @@ class LeaseStore:
             self._kv.write(batch, sync=sync)
             self._floors.written(pk.prefix, batch)
             if self._on_commit is not None:
-                changes = _fact_changes(pk, batch) if report_facts else {}
-                self._on_commit(pk, changes, st)
+                self._on_commit(pk, batch.facts if report_facts else {}, st)
 
     @staticmethod
     def _not_before_sweep(st: PartitionState, now_ms: int) -> int:
@@ -967,11 +964,11 @@ class LeaseStore:
 
     def _sweep_now(self, pk: PartitionKey, st: PartitionState, now_ms: int) -> None:
         """Sweep and commit at once, so that the ready index read next is complete."""
-        batch = WriteBatch()
+        batch = _Batch()
         self._sweep(pk, st, now_ms, batch)
         self._commit(pk, st, batch)
 
-    def _sweep(self, pk: PartitionKey, st: PartitionState, now_ms: int, batch: WriteBatch) -> None:
+    def _sweep(self, pk: PartitionKey, st: PartitionState, now_ms: int, batch: _Batch) -> None:
         """Move entries whose `visible_at_ms` passed since the last sweep to the ready index
         and count them as visible."""
         if not self._needs_sweep(st, now_ms):
@@ -1023,9 +1020,10 @@ class LeaseStore:
         return message
 
     def _put_fact(
-        self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: WriteBatch
+        self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: _Batch
     ) -> None:
-        batch.put(_fact_key(pk, offset), fact.encode())
+        encoded = batch.facts[offset] = fact.encode()
+        batch.put(_fact_key(pk, offset), encoded)
         batch.put(*_visibility_entry(pk, st.swept_until_ms, fact, offset))
         st.count(state.state_at(fact, st.swept_until_ms), +1)
         next_due = self._next_due_ms.get(pk)
@@ -1040,16 +1038,17 @@ class LeaseStore:
         offset: int,
         old: LeaseFact,
         new: LeaseFact,
-        batch: WriteBatch,
+        batch: _Batch,
     ) -> None:
         batch.delete(_visibility_key(pk, st.swept_until_ms, old.visible_at_ms, offset))
         st.count(state.state_at(old, st.swept_until_ms), -1)
         self._put_fact(pk, st, offset, new, batch)
 
     def _drop(
-        self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: WriteBatch
+        self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: _Batch
     ) -> None:
         batch.delete(_fact_key(pk, offset))
+        batch.facts[offset] = None
         batch.delete(_message_key(pk, offset))
         batch.delete(_visibility_key(pk, st.swept_until_ms, fact.visible_at_ms, offset))
         batch.delete(_expiry_key(pk, fact.sent_ms, offset))
