@@ -32,7 +32,7 @@ class EventSink:
         """A message was stored (acknowledged by Kafka); `size` is SQS's SentMessageSize."""
 
     def received(self, record: QueueRecord, deliveries: Sequence[Delivery]) -> None:
-        """A ReceiveMessage returned these messages."""
+        """A ReceiveMessage returned these messages (one event for them all)."""
 
     def empty_receive(self, record: QueueRecord) -> None:
         """A ReceiveMessage returned nothing, after its long poll."""
@@ -41,7 +41,8 @@ class EventSink:
         """Publish what is held back (empty receives are counted before they are sent)."""
 
     def deleted(self, record: QueueRecord, message_ids: Sequence[str]) -> None:
-        """A delete removed these messages (not the ones that were already gone)."""
+        """A delete request removed these messages (not the ones that were already gone):
+        one event for them all."""
 
     def moved_to_dlq(self, source: QueueRecord, dlq: QueueRecord, delivery: Delivery) -> None:
         """A receive moved this message past maxReceiveCount into `dlq`."""
@@ -110,13 +111,13 @@ class KafkaEventSink(EventSink):
 
     @_never_raises
     def received(self, record: QueueRecord, deliveries: Sequence[Delivery]) -> None:
-        ts = self._clock.now_ms()
+        if not deliveries:
+            return
         key, queue = self._queue(record)
-        for d in deliveries:
-            value = event_format.encode_received(
-                ts, queue, d.message.message_id, d.fact.receive_count
-            )
-            self._publisher.publish(key, value)
+        messages = [(d.message.message_id, d.fact.receive_count) for d in deliveries]
+        self._publisher.publish(
+            key, event_format.encode_received(self._clock.now_ms(), queue, messages)
+        )
 
     @_never_raises
     def empty_receive(self, record: QueueRecord) -> None:
@@ -152,10 +153,12 @@ class KafkaEventSink(EventSink):
 
     @_never_raises
     def deleted(self, record: QueueRecord, message_ids: Sequence[str]) -> None:
-        ts = self._clock.now_ms()
+        if not message_ids:
+            return
         key, queue = self._queue(record)
-        for message_id in message_ids:
-            self._publisher.publish(key, event_format.encode_deleted(ts, queue, message_id))
+        self._publisher.publish(
+            key, event_format.encode_deleted(self._clock.now_ms(), queue, message_ids)
+        )
 
     @_never_raises
     def moved_to_dlq(self, source: QueueRecord, dlq: QueueRecord, delivery: Delivery) -> None:

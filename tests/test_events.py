@@ -65,20 +65,22 @@ def test_the_direct_encoders_write_the_same_bytes_as_the_builders(
     assert event_format.encode_sent(T0, members, message_id, 1024) == event_format.encode(
         event_format.sent(T0, account, queue, message_id, 1024, region=region)
     )
-    assert event_format.encode_received(T0, members, message_id, 3) == event_format.encode(
-        event_format.received(T0, account, queue, message_id, 3, region=region)
-    )
-    assert event_format.encode_deleted(T0, members, message_id) == event_format.encode(
-        event_format.deleted(T0, account, queue, message_id, region=region)
-    )
+    for messages in ([(message_id, 3)], [(message_id, 3), ("m2", 1), ("m3", 12)]):
+        assert event_format.encode_received(T0, members, messages) == event_format.encode(
+            event_format.received(T0, account, queue, messages, region=region)
+        )
+        ids = [message_id for message_id, _ in messages]
+        assert event_format.encode_deleted(T0, members, ids) == event_format.encode(
+            event_format.deleted(T0, account, queue, ids, region=region)
+        )
 
 
 def test_every_event_carries_version_type_time_account_queue_and_count() -> None:
     # When each builder makes an event
     events = [
         event_format.sent(T0, ACCOUNT, "q", "m1", 12, region="us-east-1"),
-        event_format.received(T0, ACCOUNT, "q", "m1", 2, region="us-east-1"),
-        event_format.deleted(T0, ACCOUNT, "q", "m1", region="us-east-1"),
+        event_format.received(T0, ACCOUNT, "q", [("m1", 2)], region="us-east-1"),
+        event_format.deleted(T0, ACCOUNT, "q", ["m1"], region="us-east-1"),
         event_format.empty_receive(T0, ACCOUNT, "q", region="us-east-1"),
         event_format.moved_to_dlq(T0, ACCOUNT, "dlq", "q", "m1", 1, T0 - 5, {}, region="us-east-1"),
         event_format.expired(T0, ACCOUNT, "q", "m1", region="us-east-1"),
@@ -156,27 +158,34 @@ def test_moved_to_dlq_shows_attributes_as_text_base64_for_binary_cut_to_256_char
 # -- the Kafka sink --------------------------------------------------------------------------
 
 
-def test_sink_publishes_one_event_per_message_keyed_by_queue_at_clock_time() -> None:
+def test_sink_publishes_one_event_per_outcome_keyed_by_queue_at_clock_time() -> None:
     # Given a sink whose clock reads T0 + 5 s
     sink, publisher, clock = a_sink()
     clock.advance(5 * SECOND_MS)
     first = Delivery(0, a_fact(receive_count=1), a_message("m1"))
     second = Delivery(1, a_fact(receive_count=3), a_message("m2"))
 
-    # When two messages are received, one expires and nothing is found once
+    # When two messages are received by one request, then one by another, one expires,
+    # nothing is found once, and two messages are deleted by one request
     sink.received(QUEUE, [first, second])
+    sink.received(QUEUE, [second])
     sink.expired(QUEUE, ["m3"])
     sink.empty_receive(QUEUE)
     sink.flush()  # empty receives are counted, then published together
+    sink.deleted(QUEUE, ["m1", "m2"])
 
-    # Then one event per message, each with the queue's key and the clock's time
-    assert [(key, e["type"], e.get("message_id")) for key, e in publisher.records] == [
-        ("000000000000/orders", "received", "m1"),
-        ("000000000000/orders", "received", "m2"),
-        ("000000000000/orders", "expired", "m3"),
-        ("000000000000/orders", "empty_receive", None),
+    # Then one event per outcome, naming its messages, with the queue's key and the clock's time
+    assert [
+        (key, e["type"], e["count"], event_format.message_ids_of(e)) for key, e in publisher.records
+    ] == [
+        ("000000000000/orders", "received", 2, ["m1", "m2"]),
+        ("000000000000/orders", "received", 1, ["m2"]),
+        ("000000000000/orders", "expired", 1, ["m3"]),
+        ("000000000000/orders", "empty_receive", 1, []),
+        ("000000000000/orders", "deleted", 2, ["m1", "m2"]),
     ]
-    assert [e.get("receive_count") for _, e in publisher.records[:2]] == [1, 3]
+    assert publisher.records[0][1]["receive_counts"] == [1, 3]
+    assert publisher.records[1][1]["receive_count"] == 3
     assert {e["ts"] for _, e in publisher.records} == {T0 + 5 * SECOND_MS}
 
 

@@ -11,11 +11,11 @@ bounded queue (what waits for the hand-over and what librdkafka holds), or that 
 does not take within `message.timeout.ms`, is dropped and counted (by reason), with a
 warning at most every `DROP_LOG_INTERVAL_S`.
 
-Events are the most frequent records the gateway writes (about four per message moved, one
-per empty receive), so their cost per record matters more than their latency: librdkafka
-reports only failed deliveries (a Python callback per delivered event took the GIL from the
-request path as often as requests arrived), and a long linger sends them in few, large
-requests. Measured on workload (a) of `bench/sidebyside`: see bench/results/PROFILE.md.
+Events are the most frequent records the gateway writes (one per message sent, one per
+receive or delete request, single calls: three per message), so their cost per record matters
+more than their latency: librdkafka reports only failed deliveries (a Python callback per
+delivered event took the GIL from the request path as often as requests arrived), and a long
+linger sends them in few, large requests. Measured on workload (a) of `bench/sidebyside`: see bench/results/PROFILE.md.
 """
 
 from __future__ import annotations
