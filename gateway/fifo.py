@@ -132,6 +132,8 @@ class FifoService:
         assert message.deduplication_id is not None and message.deduplication_scope is not None
         partitions = partition_keys(record)
         target = partitions[group_partition(message.message_group_id or "", len(partitions))]
+        if forward:  # a forwarded send: the sender waited
+            await self._messages.until_served(record, [target])
         elsewhere = self._messages.owner_elsewhere(record, target, forward)
         if elsewhere is not None:
             owner, forwarder = elsewhere
@@ -218,7 +220,10 @@ class FifoService:
         try received wherever each try arrived. The home's receive itself takes messages
         from every partition, asking their owners as any receive does.
         """
-        elsewhere = self._messages.owner_elsewhere(record, partition_keys(record)[0], forward)
+        home = partition_keys(record)[0]
+        if forward:
+            await self._messages.until_served(record, [home])
+        elsewhere = self._messages.owner_elsewhere(record, home, forward)
         if elsewhere is not None:
             owner, forwarder = elsewhere
             return await forwarder.receive_attempt(

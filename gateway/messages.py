@@ -73,6 +73,11 @@ log = logging.getLogger("kqs.messages")
 INGEST_WAIT_S = 10.0
 
 
+# Longest a request waits for a partition that no gateway serves (a rebalance moving it from
+# one to the next; measured ~0.7 s for a restore) before it fails with ServiceUnavailable.
+MOVING_WAIT_S = 5.0
+
+
 def _nobody_to_wake(topic: str, partition: int) -> None:
     """`MessageService.wake_ingest` before ingest is there."""
 
@@ -589,6 +594,27 @@ class MessageService:
             )
         return owner
 
+    async def until_served(self, record: QueueRecord, pks: Iterable[PartitionKey]) -> None:
+        """With several gateways, wait (at most `MOVING_WAIT_S`) while any of `pks` is moving
+        between gateways, so that a request about it reaches its next owner rather than
+        failing with ServiceUnavailable (a send right after CreateQueue met a second round
+        of the group's balancing so)."""
+        if not self._everything_here:
+            partitions = {pk.partition for pk in pks}
+            await self.ownership.until_served(record.topic, partitions, MOVING_WAIT_S)
+
+    def _partitions_named(
+        self, record: QueueRecord, receipt_handles: Iterable[str]
+    ) -> list[PartitionKey]:
+        """The partitions the valid handles among `receipt_handles` name."""
+        named = []
+        for receipt_handle in receipt_handles:
+            try:
+                named.append(self._locate(record, receipt_handle)[0])
+            except (SqsError, LeaseError):
+                continue  # the request's own pass answers this entry's error
+        return named
+
     def owner_elsewhere(
         self, record: QueueRecord, pk: PartitionKey, forward: bool
     ) -> tuple[Owner, Forwarder] | None:
@@ -628,6 +654,8 @@ class MessageService:
         WAL, synced once for all the writes of this event-loop turn). The changelog records
         follow without waiting.
         """
+        if forward and not self._everything_here:  # a forwarded request: the sender waited
+            await self.until_served(record, self._partitions_named(record, receipt_handles))
         outcomes: list[Exception | None] = [None] * len(receipt_handles)
         offsets: dict[PartitionKey, list[int]] = {}
         local: list[tuple[int, PartitionKey]] = []  # the entries deleted here
@@ -691,6 +719,9 @@ class MessageService:
         Partitions served elsewhere go to their owners. Answers once the changes are on
         disk: one WAL sync for all of them (and for every other write of this turn).
         """
+        if forward and not self._everything_here:  # a forwarded request: the sender waited
+            handles = [receipt_handle for receipt_handle, _ in changes]
+            await self.until_served(record, self._partitions_named(record, handles))
         outcomes: list[Exception | None] = [None] * len(changes)
         forwarded: list[tuple[int, Awaitable[None]]] = []
         local: list[tuple[int, PartitionKey]] = []  # the entries changed here

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from gateway.lease_recovery import rebuild_targets
 from gateway.queues import QueueRegistry, partition_keys
@@ -55,6 +55,9 @@ class EveryPartition:
 
     async def until_owned(self, record: QueueRecord, timeout_s: float) -> None:
         return None
+
+    async def until_served(self, topic: str, partitions: Iterable[int], timeout_s: float) -> bool:
+        return True
 
 
 class GroupOwnership:
@@ -140,21 +143,41 @@ class GroupOwnership:
     async def until_owned(self, record: QueueRecord, timeout_s: float) -> None:
         """Wait (at most `timeout_s`) until every partition of a new queue has an owner, so
         that a send right after CreateQueue is applied by one."""
+        owned = await self._until(
+            lambda: all(
+                self.serves(record.topic, pk.partition)
+                or self._directory.owner(record.topic, pk.partition) is not None
+                for pk in partition_keys(record)
+            ),
+            timeout_s,
+        )
+        if not owned:
+            log.warning("new queue not owned in time", extra={"queue": record.key})
+
+    async def until_served(self, topic: str, partitions: Iterable[int], timeout_s: float) -> bool:
+        """Wait (at most `timeout_s`) while any of `partitions` is served by no gateway (taken
+        from one, not yet served by the next: a rebalance), so that a request about it
+        reaches its next owner instead of failing; False if one is still unserved."""
+        wanted = list(partitions)
+        return await self._until(
+            lambda: all(self.serves(topic, p) or self.owner(topic, p) is not None for p in wanted),
+            timeout_s,
+        )
+
+    async def _until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Whether `condition` held within `timeout_s`, checked at each directory change
+        (and every 50 ms: serving here does not always go through the directory first)."""
         deadline = time.monotonic() + timeout_s
-        while not all(
-            self.serves(record.topic, pk.partition)
-            or self._directory.owner(record.topic, pk.partition) is not None
-            for pk in partition_keys(record)
-        ):
+        while not condition():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                log.warning("new queue not owned in time", extra={"queue": record.key})
-                return
+                return False
             self._directory_moved.clear()
             try:
                 await asyncio.wait_for(self._directory_moved.wait(), min(remaining, 0.05))
             except TimeoutError:
                 pass
+        return True
 
     # -- the catalog and the directory -----------------------------------------------------
 
