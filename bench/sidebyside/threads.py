@@ -150,7 +150,7 @@ async def one_round(
     await asyncio.sleep(1.0)  # the events' producer lingers up to 0.1 s after its hand-over
     filled = await topic_ends(admin)
     report_records("fill", records, filled, sent)
-    spy_out = Path(tempfile.mktemp(suffix=".txt", prefix="kqs-spy-"))
+    spy_out = Path(tempfile.mkdtemp(prefix="kqs-spy-")) / "stacks.txt"
     spy = start_spy(spy_drain[0], spy_out) if spy_drain is not None else None
     before, began = thread_ticks(pids), time.monotonic()
     await asyncio.gather(*(drain() for _ in range(CLIENTS)))
