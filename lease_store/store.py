@@ -252,14 +252,14 @@ class LeaseStore:
             start = b"V" + pk.prefix
             end = b"V" + pk.prefix + _I64.pack(swept + 1)
             while rows := self._kv.scan(start, end, limit=1000):
-                batch = _Batch()
+                batch = WriteBatch()
                 for index_key, _ in rows:
                     (offset,) = _I64.unpack_from(index_key, 1 + len(pk.prefix) + 8)
                     batch.delete(index_key)
                     batch.put(_ready_key(pk, offset), b"")
                 self._kv.write(batch)
                 moved += len(rows)
-        batch = _Batch()
+        batch = WriteBatch()
         batch.put(FORMAT_KEY, str(FORMAT_VERSION).encode())
         self._kv.write(batch, sync=True)
         return moved
@@ -656,7 +656,7 @@ class LeaseStore:
         dropped = [offset for offset, _ in self.facts(pk)] if offsets else []
         for tag in (b"F", b"V", b"R", b"M", b"X", b"U", b"W", b"G"):
             self._kv.delete_range(tag + pk.prefix, tag + pk.prefix + b"\xff" * 16)
-        batch = _Batch()
+        batch = WriteBatch()
         batch.delete(_state_key(pk))
         self._kv.write(batch, sync=True)
         self._states.pop(pk, None)
@@ -694,7 +694,7 @@ class LeaseStore:
         end = start + _I64.pack(max(now_ms - fifo.DEDUPLICATION_WINDOW_MS + 1, 0))
         rows = self._kv.scan(start, end, limit=limit)
         if rows:
-            batch = _Batch()
+            batch = WriteBatch()
             fifo.prune_rows(fifo.batch_get(batch, self._kv.get), batch, pk.prefix, rows)
             self._kv.write(batch)
         return len(rows)
@@ -712,7 +712,7 @@ class LeaseStore:
             if not self._group_locked(pk, key[len(start) :].decode(), now_ms, self._kv.get)
         ]
         if released:
-            batch = _Batch()
+            batch = WriteBatch()
             for key in released:
                 batch.delete(key)
             self._kv.write(batch)

@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from bench.sidebyside import servers, workloads
@@ -92,19 +94,28 @@ def report(label: str, before: Ticks, after: Ticks, seconds: float, messages: in
         )
 
 
-def start_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
-    """py-spy on the thread holding the GIL (the event loop, mostly), until interrupted."""
+@contextlib.contextmanager
+def spying(target: tuple[int, Path] | None) -> Iterator[None]:
+    """py-spy on the process `target` names, on the thread holding the GIL (the event loop,
+    mostly), while the block runs: its top frames printed, its stacks appended to the path."""
+    if target is None:
+        yield
+        return
+    pid, keep = target
+    work = Path(tempfile.mkdtemp(prefix="kqs-spy-"))
+    out = work / "stacks.txt"
     command = [str(servers.VENV_BIN / "py-spy"), "record", "--pid", str(pid), "--gil"]
     command += ["--format", "raw", "--rate", "200", "--nonblocking", "--output", str(out)]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def stop_spy(spy: subprocess.Popen[bytes], out: Path, keep: Path) -> None:
-    spy.send_signal(signal.SIGINT)  # py-spy writes its stacks on SIGINT
-    spy.wait(timeout=60)
-    print(summarize(out))
-    with keep.open("a") as kept:
-        kept.write(out.read_text())
+    spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its stacks on SIGINT
+        spy.wait(timeout=60)
+        print(summarize(out))
+        with keep.open("a") as kept:
+            kept.write(out.read_text())
+        shutil.rmtree(work, ignore_errors=True)
 
 
 async def one_round(
@@ -150,13 +161,10 @@ async def one_round(
     await asyncio.sleep(1.0)  # the events' producer lingers up to 0.1 s after its hand-over
     filled = await topic_ends(admin)
     report_records("fill", records, filled, sent)
-    spy_out = Path(tempfile.mkdtemp(prefix="kqs-spy-")) / "stacks.txt"
-    spy = start_spy(spy_drain[0], spy_out) if spy_drain is not None else None
-    before, began = thread_ticks(pids), time.monotonic()
-    await asyncio.gather(*(drain() for _ in range(CLIENTS)))
-    report("drain", before, thread_ticks(pids), time.monotonic() - began, drained)
-    if spy is not None and spy_drain is not None:
-        stop_spy(spy, spy_out, spy_drain[1])
+    with spying(spy_drain):
+        before, began = thread_ticks(pids), time.monotonic()
+        await asyncio.gather(*(drain() for _ in range(CLIENTS)))
+        report("drain", before, thread_ticks(pids), time.monotonic() - began, drained)
     await asyncio.sleep(1.0)  # likewise the changelog's, handed over every 50 ms
     report_records("drain", filled, await topic_ends(admin), drained)
 
