@@ -25,9 +25,10 @@ FIFO group locks follow from the facts: a FIFO message (one with a deduplication
 and not visible at the rebuild locks its group.
 
 The changelog is applied first into the target store (facts as `F` keys, tombstones as
-temporary `D` keys), then the queue records are replayed in offset order; the counters are
-recomputed from the facts at `now_ms`, so they come out exact. Memory stays bounded: nothing
-per message is held in Python, everything goes through the `KeyValueStore` in batches.
+temporary `D` keys), then the queue records are replayed in offset order. The visibility of
+the messages and their counts are not written: the lease store derives them from the facts
+when it loads a partition (`visibility.py`). Memory stays bounded: nothing per message is
+held in Python, everything goes through the `KeyValueStore` in batches.
 """
 
 from __future__ import annotations
@@ -48,10 +49,8 @@ from lease_store.store import (
     _fact_key,
     _message_key,
     _state_key,
-    _visibility_entry,
 )
 
-_I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _MAX_OFFSET = (1 << 63) - 1
 
@@ -181,10 +180,8 @@ class LeaseRebuild:
                     self._batch.delete(_fact_key(pk, offset))
                 continue
             self._batch.put(_fact_key(pk, offset), fact.encode())
-            self._batch.put(*_visibility_entry(pk, now_ms, fact, offset))
             self._batch.put(_message_key(pk, offset), message.encode())
             self._batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
-            part.state.count(state.state_at(fact, now_ms), +1)
             if message.deduplication_id is not None and fact.visible_at_ms > now_ms:
                 if fact.receive_count > 0 and message.message_group_id is not None:
                     part.group_locks.setdefault(message.message_group_id, []).append(offset)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
+from typing import cast
 
 from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteOptions
 from rocksdict import WriteBatch as RocksWriteBatch
@@ -26,25 +29,20 @@ class RocksKeyValueStore(KeyValueStore):
         return value
 
     def scan(self, start: bytes, end: bytes, limit: int | None = None) -> list[tuple[bytes, bytes]]:
-        out: list[tuple[bytes, bytes]] = []
-        # The bound matters as much as the seek: the lease store deletes index keys all the
-        # time, and an unbounded iterator that finds nothing live before `end` walks on over
-        # every tombstone after it (a short-poll receive on an empty queue skipped thousands
-        # of deleted lease-index keys, milliseconds each time) until it finds a live key.
+        # The bound matters as much as the seek: the lease store deletes keys all the time,
+        # and an unbounded iterator that finds nothing live before `end` walks on over every
+        # tombstone after it (a short-poll receive on an empty queue skipped thousands of
+        # deleted lease-index keys, milliseconds each time) until it finds a live key.
         options = ReadOptions()
         options.set_iterate_upper_bound(end)
-        it = self._db.iter(options)
+        # rocksdict's `items` steps the iterator in Rust: 0.36 µs a row against 0.65 for a
+        # Python loop of key() / value() / next() (a partition's facts are read at its load).
+        # (raw mode: keys and values are bytes, which rocksdict's stubs cannot say)
+        rows = cast(Iterator[tuple[bytes, bytes]], self._db.items(from_key=start, read_opt=options))
         try:
-            it.seek(start)
-            while it.valid() and (limit is None or len(out) < limit):
-                key = it.key()
-                if key >= end:
-                    break
-                out.append((key, it.value()))
-                it.next()
+            return list(rows if limit is None else islice(rows, limit))
         finally:
-            del it
-        return out
+            del rows
 
     def write(self, batch: WriteBatch, *, sync: bool = False) -> None:
         if not batch.ops:

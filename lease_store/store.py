@@ -3,43 +3,30 @@
 Key layout (all integers big-endian, so byte order is numeric order):
 
     F <partition key> <offset:8>                 -> LeaseFact
-    V <partition key> <visible_at_ms:8> <offset:8> -> receive_count:4  (the waiting index)
-    R <partition key> <offset:8>                 -> empty  (the ready index)
     M <partition key> <offset:8>                 -> StoredMessage
     X <partition key> <sent_ms:8> <offset:8>     -> empty  (the expiry index)
     S <partition key>                            -> PartitionState
     U, W, G <partition key> ...                  -> FIFO queues' deduplication window and
                                                     group locks (see `fifo.py`)
-    !format                                      -> the key layout's version (2)
+    !format                                      -> the key layout's version (3)
 
 where <partition key> is the queue incarnation id (16 bytes) and the Kafka partition (4).
 
-Every live message has exactly one visibility entry: in the ready index (`R`, by offset)
-when its `visible_at_ms` is at or before the partition's `swept_until_ms`, else in the
-waiting index (`V`, by `visible_at_ms`). A sweep moves the entries whose time passed since
-the last sweep from `V` to `R`, and counts them as visible; only the newly due entries are
-read, so no operation scans the backlog. "The next visible messages" is then a scan of `R`
-from its start: oldest first in log order, so a message whose lease expired is served
-before a newer one sent meanwhile (as SQS does in practice, and as FIFO needs). "The lease
-or delay that ends next" is the first `V` entry after now. The Approximate* counters are
-exact: each write adjusts them in the same batch. The expiry
-index orders messages by SentTimestamp, so `expire` reads only the messages past the queue's
-retention period (a dead-lettered message keeps its original SentTimestamp, so offsets alone
-would not give that order).
+The facts are the durable record of every lease. Which messages are visible now, and when
+the others become visible, is derived from them and kept in memory only
+(`visibility.py`): built from a partition's facts the first time an operation touches it,
+then changed with every fact written. A sweep moves the messages whose time passed from
+waiting to ready; "the next visible messages" are the first ready ones, oldest first in log
+order. The Approximate* counters are the sizes of those sets, so they are exact; the
+partition state stores a snapshot of them for tools, and they are counted again at load.
+The expiry index orders messages by SentTimestamp, so `expire` reads only the messages past
+the queue's retention period (a dead-lettered message keeps its original SentTimestamp, so
+offsets alone would not give that order); `_oldest_sent_ms` keeps a lower bound on the
+earliest SentTimestamp in it: while that is above the retention cutoff no message can have
+expired and the index is not read.
 
-A sweep is due on nearly every call (the clock moves on by the millisecond), but usually no
-entry fell due since the last one. Each partition therefore keeps, in memory only, a lower
-bound on the earliest index entry after `swept_until_ms` (`_next_due_ms`): every index entry
-written lowers it, a sweep that scans sets it from the first entry left after now. While now
-is below it the sweep reads nothing and writes nothing; `swept_until_ms` advances in memory
-and reaches disk with the partition's next commit, which is consistent because no entry lies
-between the stored and the advanced value. Without a known bound (a fresh store, a read-only
-view) the sweep scans as before. `expire` does the same with `_oldest_sent_ms`, a lower bound
-on the earliest SentTimestamp in the expiry index: while it is above the retention cutoff no
-message can have expired and the index is not read.
-
-Deleted index keys linger in RocksDB as tombstones that every seek walks over, so scans of
-the indexes (and of the facts) start at a per-region floor below which nothing is live
+Deleted keys linger in RocksDB as tombstones that every seek walks over, so scans of the
+facts and of the expiry index start at a per-region floor below which nothing is live
 (`floors.py`), and the RocksDB store bounds each iterator by the end of its range.
 
 The applied Kafka offset of each partition is written in the same batch as the facts it
@@ -52,6 +39,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 
 from lease_store import fifo, state
 from lease_store.errors import MessageNotAvailable
@@ -59,13 +47,13 @@ from lease_store.floors import ScanFloors
 from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.recent_ids import RecentIds
 from lease_store.records import LeaseFact, StoredMessage
-from lease_store.state import MessageState
 from lease_store.value_class import value_class
+from lease_store.visibility import PartitionVisibility
 
 _U32 = struct.Struct(">I")
-_I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _STATE = struct.Struct(">qqqqqq")
+_FACT_TIMES = struct.Struct(">qqi")  # the head of an encoded LeaseFact (records.py)
 _MAX_TIME = (1 << 62) - 1
 _FIFO_GROUP_CACHE = 50_000  # offsets per partition whose message group is kept in memory
 
@@ -91,6 +79,8 @@ class PartitionKey:
 class PartitionState:
     applied_offset: int = -1
     swept_until_ms: int = 0
+    # A snapshot of the counts as of the last commit, for tools reading the stored state; the
+    # store counts them again from the facts when it loads the partition.
     visible: int = 0
     in_flight: int = 0
     delayed: int = 0
@@ -109,14 +99,6 @@ class PartitionState:
     @classmethod
     def decode(cls, raw: bytes) -> PartitionState:
         return cls(*_STATE.unpack(raw))
-
-    def count(self, category: MessageState, delta: int) -> None:
-        if category is MessageState.VISIBLE:
-            self.visible += delta
-        elif category is MessageState.IN_FLIGHT:
-            self.in_flight += delta
-        else:
-            self.delayed += delta
 
 
 @value_class
@@ -160,35 +142,6 @@ def _message_key(pk: PartitionKey, offset: int) -> bytes:
     return b"M" + pk.prefix + _I64.pack(offset)
 
 
-def _index_key(pk: PartitionKey, visible_at_ms: int, offset: int) -> bytes:
-    """The waiting index: entries ordered by the time they become visible."""
-    return b"V" + pk.prefix + _I64.pack(max(visible_at_ms, 0)) + _I64.pack(offset)
-
-
-def _ready_key(pk: PartitionKey, offset: int) -> bytes:
-    """The ready index: entries visible since the last sweep, in log order."""
-    return b"R" + pk.prefix + _I64.pack(offset)
-
-
-def _visibility_key(
-    pk: PartitionKey, swept_until_ms: int, visible_at_ms: int, offset: int
-) -> bytes:
-    """Where a message's visibility entry lives, given its partition's sweep point."""
-    if visible_at_ms <= swept_until_ms:
-        return _ready_key(pk, offset)
-    return _index_key(pk, visible_at_ms, offset)
-
-
-def _visibility_entry(
-    pk: PartitionKey, swept_until_ms: int, fact: LeaseFact, offset: int
-) -> tuple[bytes, bytes]:
-    """A message's visibility entry: a waiting entry carries the receive count, which tells
-    the sweep whether the message leaves the in-flight or the delayed count."""
-    if fact.visible_at_ms <= swept_until_ms:
-        return _ready_key(pk, offset), b""
-    return _index_key(pk, fact.visible_at_ms, offset), _I32.pack(fact.receive_count)
-
-
 def _expiry_key(pk: PartitionKey, sent_ms: int, offset: int) -> bytes:
     return b"X" + pk.prefix + _I64.pack(max(sent_ms, 0)) + _I64.pack(offset)
 
@@ -214,8 +167,11 @@ class _Batch(WriteBatch):
 CommitListener = Callable[[PartitionKey, dict[int, bytes | None], PartitionState], None]
 
 FORMAT_KEY = b"!format"
-# 1: one visibility index (`V`) for every message; 2: due entries moved to `R` by the sweep.
-FORMAT_VERSION = 2
+# 1: one visibility index (`V`) for every message; 2: due entries moved to `R` by the sweep;
+# 3: no visibility index on disk (visibility.py keeps it in memory).
+FORMAT_VERSION = 3
+# The key regions of the visibility indexes of formats 1 and 2 (every `V` and `R` key).
+_OLD_INDEX_RANGES = ((b"V", b"W"), (b"R", b"S"))
 
 
 class LeaseStore:
@@ -224,45 +180,34 @@ class LeaseStore:
     def __init__(self, kv: KeyValueStore, on_commit: CommitListener | None = None) -> None:
         self._kv = kv
         self._states: dict[PartitionKey, PartitionState] = {}
-        # Lower bound of the earliest visibility-index time after swept_until_ms (see header).
-        self._next_due_ms: dict[PartitionKey, int] = {}
+        self._visibility: dict[PartitionKey, PartitionVisibility] = {}  # loaded with the state
         # Lower bound of the earliest SentTimestamp in the expiry index (see header).
         self._oldest_sent_ms: dict[PartitionKey, int] = {}
         # Where the live keys of each index begin, so scans skip tombstones (floors.py).
-        self._floors = ScanFloors(kv, (b"F", b"V", b"R", b"X"))
+        self._floors = ScanFloors(kv, (b"F", b"X"))
         self._on_commit = on_commit
         # FIFO: the message group of offsets `receive_fifo` has scanned (a group never changes),
         # so a receive that skips a locked group's backlog reads keys, not messages.
         self._fifo_groups: dict[PartitionKey, dict[int, str]] = {}
         self._received_ids = RecentIds()  # for the events of deletes (recent_ids.py)
 
-    def upgrade_format(self) -> int:
+    def upgrade_format(self) -> bool:
         """Bring a store written by an older layout to `FORMAT_VERSION`; call once at open.
 
-        Version 1 kept the entries of visible messages in `V` too; they move to `R`. Returns
-        how many entries moved. A fresh store is just stamped.
+        Formats 1 and 2 kept the visibility indexes on disk; their keys are dropped (two range
+        tombstones), since the indexes are now built from the facts. Returns whether the
+        store was upgraded. A fresh store is just stamped.
         """
         raw = self._kv.get(FORMAT_KEY)
         if raw is not None and int(raw) >= FORMAT_VERSION:
-            return 0
-        moved = 0
-        for key, raw_state in self._kv.scan(b"S", b"T"):
-            pk = PartitionKey(key[1:17], _U32.unpack_from(key, 17)[0])
-            swept = PartitionState.decode(raw_state).swept_until_ms
-            start = b"V" + pk.prefix
-            end = b"V" + pk.prefix + _I64.pack(swept + 1)
-            while rows := self._kv.scan(start, end, limit=1000):
-                batch = WriteBatch()
-                for index_key, _ in rows:
-                    (offset,) = _I64.unpack_from(index_key, 1 + len(pk.prefix) + 8)
-                    batch.delete(index_key)
-                    batch.put(_ready_key(pk, offset), b"")
-                self._kv.write(batch)
-                moved += len(rows)
+            return False
+        for start, end in _OLD_INDEX_RANGES:
+            self._kv.delete_range(start, end)
         batch = WriteBatch()
         batch.put(FORMAT_KEY, str(FORMAT_VERSION).encode())
         self._kv.write(batch, sync=True)
-        return moved
+        # A store of format 1 may have no format key; one with partitions had indexes.
+        return raw is not None or bool(self._kv.scan(b"S", b"T", limit=1))
 
     def close(self) -> None:
         self._kv.close()
@@ -275,53 +220,21 @@ class LeaseStore:
 
     def counts(self, pk: PartitionKey, now_ms: int) -> Counts:
         """Exact numbers of visible, in-flight and delayed messages at `now_ms`."""
-        st = self._state(pk)
-        if self._needs_sweep(st, now_ms):
-            batch = _Batch()
-            self._sweep(pk, st, now_ms, batch)
-            self._commit(pk, st, batch)
-        return Counts(st.visible, st.in_flight, st.delayed)
+        vis = self._swept(pk, now_ms)
+        return Counts(vis.visible, vis.in_flight, vis.delayed)
 
     def in_flight_at_most(self, pk: PartitionKey) -> int:
         """An upper bound of the in-flight count, without sweeping: a sweep only moves
         messages out of flight (their leases ended), never into it."""
-        return self._state(pk).in_flight
+        self._state(pk)
+        return self._visibility[pk].in_flight
 
     def next_visible_at_ms(self, pk: PartitionKey, now_ms: int) -> int | None:
-        """When the next lease or delay of this partition ends after `now_ms`, if any.
-
-        The scan starts at the partition's due bound when that lies ahead: no entry lies
-        between `swept_until_ms` and it. The leases of messages received and deleted
-        meanwhile leave tombstones past the bound (a drain of 6,000 messages a second left
-        ~180,000 within a 30 s visibility timeout, and every empty long poll walked them
-        all), so the bound is raised to the entry found: each tombstone is walked once.
-        """
-        bound = self._next_due_ms.get(pk)
-        if bound is None or bound <= now_ms:
-            return self._first_waiting(pk, now_ms + 1)
-        found = self._first_waiting(pk, bound)
-        self._next_due_ms[pk] = _MAX_TIME if found is None else found
-        return found
-
-    def _first_waiting(self, pk: PartitionKey, from_ms: int) -> int | None:
-        """The time of the first waiting-index entry at or after `from_ms`, if any."""
-        start = b"V" + pk.prefix + _I64.pack(from_ms)
-        end = b"V" + pk.prefix + _I64.pack(_MAX_TIME)
-        first = self._floors.scan(b"V" + pk.prefix, start, end, limit=1)
-        if not first:
-            return None
-        key = first[0][0]
-        (visible_at_ms,) = _I64.unpack_from(key, 1 + len(pk.prefix))
-        return int(visible_at_ms)
+        """When the next lease or delay of this partition ends after `now_ms`, if any."""
+        return self._swept(pk, now_ms).next_due_ms()
 
     def has_visible(self, pk: PartitionKey, now_ms: int) -> bool:
-        if self._ready_index(pk, limit=1):
-            return True
-        # Entries that fell due since the last sweep are still in the waiting index.
-        st = self._state(pk)
-        start = b"V" + pk.prefix + _I64.pack(st.swept_until_ms + 1)
-        end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
-        return bool(self._floors.scan(b"V" + pk.prefix, start, end, limit=1))
+        return self._swept(pk, now_ms).visible > 0
 
     def backlog_start(self, pk: PartitionKey) -> int:
         """The lowest offset not yet deleted (applied offset + 1 when nothing is live).
@@ -340,13 +253,12 @@ class LeaseStore:
     def partition_state(self, pk: PartitionKey, now_ms: int | None = None) -> PartitionState:
         """A copy of the partition's state; with `now_ms`, its counters as `counts` gives them.
 
-        Never writes (the sweep goes to a discarded batch), so it also serves read-only views
-        of a store another process has open (`kqs inspect`).
+        Never writes (a sweep changes only what is held in memory), so it also serves
+        read-only views of a store another process has open (`kqs inspect`).
         """
-        st = replace(self._state(pk))
-        if now_ms is not None:
-            self._sweep(pk, st, now_ms, _Batch())
-        return st
+        st = self._state(pk)
+        vis = self._visibility[pk] if now_ms is None else self._swept(pk, now_ms)
+        return replace(st, visible=vis.visible, in_flight=vis.in_flight, delayed=vis.delayed)
 
     def fact(self, pk: PartitionKey, offset: int) -> LeaseFact | None:
         raw = self._kv.get(_fact_key(pk, offset))
@@ -362,16 +274,13 @@ class LeaseStore:
         Offsets at or below the applied offset (a replay after a crash) or below the purge
         watermark are skipped, so ingesting is idempotent.
 
-        With `now_ms` the partition is swept to it first, in the same write, so a message
-        visible on arrival goes straight to the ready index. Without, it waits in the
-        visibility index until the next sweep moves it: an extra put, scan and delete per
-        message, and after a fill with no receives the first receive moved the whole backlog
-        in one write.
+        With `now_ms` the partition is swept to it first, so a message visible on arrival is
+        ready at once rather than waiting for the next sweep.
         """
         st = self._state(pk)
         batch = _Batch()
-        if now_ms is not None and records:  # committed below with the records
-            self._sweep(pk, st, now_ms, batch)
+        if now_ms is not None and records:
+            self._sweep(pk, st, now_ms)
         added = 0
         for offset, message in records:
             if offset <= st.applied_offset:
@@ -410,17 +319,17 @@ class LeaseStore:
         """Lease up to `max_messages` visible messages, oldest (in log order) first."""
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
-        self._sweep_now(pk, st, now_ms)
+        vis = self._swept(pk, now_ms)
         outcome = ReceiveOutcome()
-        if st.visible <= 0:
-            return outcome  # the counters are exact: the ready index is empty
+        if not vis.visible:
+            return outcome
         batch = _Batch()
-        # With a visibility timeout of 0 a leased message stays in the visible range, so
-        # offsets already taken by this call are skipped rather than taken twice.
+        # With a visibility timeout of 0 a leased message stays visible, so offsets already
+        # taken by this call are skipped rather than taken twice.
         seen: set[int] = set()
         while len(outcome.delivered) + len(outcome.dead_letter) < max_messages:
             wanted = max_messages - len(outcome.delivered) - len(outcome.dead_letter)
-            scanned = self._ready_index(pk, limit=wanted + len(seen))
+            scanned = vis.first_ready(wanted + len(seen))
             candidates = [offset for offset in scanned if offset not in seen][:wanted]
             if not candidates:
                 break
@@ -438,9 +347,6 @@ class LeaseStore:
                     batch,
                     outcome,
                 )
-            # The batch is applied per round so the next index scan sees the moved entries.
-            self._commit(pk, st, batch)
-            batch = _Batch()
         self._commit(pk, st, batch)
         return outcome
 
@@ -453,14 +359,12 @@ class LeaseStore:
         concurrent deletions share one fsync).
         """
         st = self._state(pk)
-        # Swept and committed first: the early return below must not drop the sweep's moves
-        # while its counters, already changed in memory, reach disk with a later commit.
-        self._sweep_now(pk, st, now_ms)
+        self._sweep(pk, st, now_ms)
         batch = _Batch()
         fact = self.fact(pk, offset)
         if fact is None:
             return False
-        self._drop(pk, st, offset, fact, batch)
+        self._drop(pk, offset, fact, batch)
         self._commit(pk, st, batch, sync=sync)
         return True
 
@@ -471,7 +375,7 @@ class LeaseStore:
         named twice) are left out. The caller must call `sync()` before acknowledging.
         """
         st = self._state(pk)
-        self._sweep_now(pk, st, now_ms)  # as in `remove`
+        self._sweep(pk, st, now_ms)
         batch = _Batch()
         removed: dict[int, str] = {}
         for offset in offsets:
@@ -485,7 +389,7 @@ class LeaseStore:
                 raw = self._kv.get(_message_key(pk, offset))
                 message_id = StoredMessage.id_of(raw) if raw is not None else ""
             removed[offset] = message_id
-            self._drop(pk, st, offset, fact, batch)
+            self._drop(pk, offset, fact, batch)
         self._commit(pk, st, batch)
         return removed
 
@@ -510,24 +414,22 @@ class LeaseStore:
             raise ValueError("a hold must last longer than 0 ms")
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
-        self._sweep_now(pk, st, now_ms)
+        vis = self._swept(pk, now_ms)
         batch = _Batch()
         held: list[Delivery] = []
         while len(held) < max_messages:
-            # Held entries leave the visible range, so each scan sees only untaken ones.
-            offsets = self._ready_index(pk, limit=max_messages - len(held))
+            # Held messages leave the ready set, so each look sees only untaken ones.
+            offsets = vis.first_ready(max_messages - len(held))
             if not offsets:
                 break
             for offset in offsets:
                 fact = self._require_fact(pk, offset)
                 if state.is_expired(fact, now_ms, retention_ms):
-                    self._drop(pk, st, offset, fact, batch)
+                    self._drop(pk, offset, fact, batch)
                     continue
                 taken = fact.with_visible_at(now_ms + hold_ms)
-                self._replace_fact(pk, st, offset, fact, taken, batch)
+                self._replace_fact(pk, st, offset, taken, batch)
                 held.append(Delivery(offset, taken, self._message(pk, offset)))
-            self._commit(pk, st, batch)
-            batch = _Batch()
         self._commit(pk, st, batch)
         return held
 
@@ -553,9 +455,9 @@ class LeaseStore:
         end = b"X" + pk.prefix + _I64.pack(cutoff_ms + 1)
         offset_at = 1 + len(pk.prefix) + 8
         dropped: list[str] = []
+        self._sweep(pk, st, now_ms)
         while rows := self._floors.scan(start, start, end, limit=1000):
             batch = _Batch()
-            self._sweep(pk, st, now_ms, batch)
             for key, _ in rows:
                 (offset,) = _I64.unpack_from(key, offset_at)
                 fact = self.fact(pk, offset)
@@ -563,7 +465,7 @@ class LeaseStore:
                     batch.delete(key)  # an entry left behind: nothing to drop
                     continue
                 message = self.message(pk, offset)
-                self._drop(pk, st, offset, fact, batch)
+                self._drop(pk, offset, fact, batch)
                 dropped.append(message.message_id if message is not None else "")
             self._commit(pk, st, batch)
         first = self._floors.scan(start, start, b"X" + pk.prefix + _I64.pack(_MAX_TIME), limit=1)
@@ -588,13 +490,13 @@ class LeaseStore:
         """
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
-        self._sweep_now(pk, st, now_ms)  # committed even if the change is refused (see remove)
+        self._sweep(pk, st, now_ms)
         batch = _Batch()
         fact = self.fact(pk, offset)
         if fact is None:
             raise MessageNotAvailable("message was deleted")
         changed = state.change_visibility(fact, epoch, now_ms, visibility_ms)
-        self._replace_fact(pk, st, offset, fact, changed, batch)
+        self._replace_fact(pk, st, offset, changed, batch)
         self._commit(pk, st, batch, sync=sync)
         return changed
 
@@ -632,14 +534,14 @@ class LeaseStore:
     def purge(self, pk: PartitionKey, before_offset: int, now_ms: int) -> int:
         """Drop every message below `before_offset` and refuse to ingest them again."""
         st = self._state(pk)
+        self._sweep(pk, st, now_ms)
         batch = _Batch()
-        self._sweep(pk, st, now_ms, batch)
         dropped = 0
         start, end = b"F" + pk.prefix, _fact_key(pk, before_offset)
         while rows := self._kv.scan(start, end, limit=1000):
             for key, raw in rows:
                 (offset,) = _I64.unpack_from(key, 1 + len(pk.prefix))
-                self._drop(pk, st, offset, LeaseFact.decode(raw), batch)
+                self._drop(pk, offset, LeaseFact.decode(raw), batch)
                 dropped += 1
             self._commit(pk, st, batch, report_facts=False)
             batch = _Batch()
@@ -654,16 +556,12 @@ class LeaseStore:
         that their changelog records can be removed too.
         """
         dropped = [offset for offset, _ in self.facts(pk)] if offsets else []
-        for tag in (b"F", b"V", b"R", b"M", b"X", b"U", b"W", b"G"):
+        for tag in (b"F", b"M", b"X", b"U", b"W", b"G"):
             self._kv.delete_range(tag + pk.prefix, tag + pk.prefix + b"\xff" * 16)
         batch = WriteBatch()
         batch.delete(_state_key(pk))
         self._kv.write(batch, sync=True)
-        self._states.pop(pk, None)
-        self._next_due_ms.pop(pk, None)
-        self._oldest_sent_ms.pop(pk, None)
-        self._fifo_groups.pop(pk, None)
-        self._floors.forget(pk.prefix)
+        self.forget_cached(pk)
         return dropped
 
     @property
@@ -675,7 +573,7 @@ class LeaseStore:
     def forget_cached(self, pk: PartitionKey) -> None:
         """Drop what is held in memory about a partition whose keys were rewritten."""
         self._states.pop(pk, None)
-        self._next_due_ms.pop(pk, None)
+        self._visibility.pop(pk, None)
         self._oldest_sent_ms.pop(pk, None)
         self._fifo_groups.pop(pk, None)
         self._floors.forget(pk.prefix)
@@ -744,10 +642,10 @@ class LeaseStore:
         """
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
-        self._sweep_now(pk, st, now_ms)
+        vis = self._swept(pk, now_ms)
         outcome = ReceiveOutcome()
-        if st.visible <= 0:
-            return outcome  # the counters are exact: the ready index is empty
+        if not vis.visible:
+            return outcome
         batch = _Batch()
         get = fifo.batch_get(batch, self._kv.get)
         locked: dict[str, bool] = {}
@@ -755,27 +653,26 @@ class LeaseStore:
         groups = self._fifo_groups.setdefault(pk, {})
         if len(groups) > _FIFO_GROUP_CACHE:
             groups.clear()  # a bound, not an eviction policy: it refills as receives scan
-        found = scanned = 0
-        page = max(16, 2 * max_messages)
-        region = b"R" + pk.prefix
-        start, end = region, region + b"\xff" * 8
-        while found < max_messages and scanned < scan_limit:
-            rows = self._floors.scan(region, start, end, min(page, scan_limit - scanned))
-            if not rows:
-                break
-            page = min(2 * page, 1024)  # small first: an unread message's group costs a read
-            scanned += len(rows)
-            start = rows[-1][0] + b"\x00"
-            for key, _ in rows:
-                (offset,) = _I64.unpack_from(key, len(region))
-                group = groups.get(offset)
-                if group is None:
-                    group = groups[offset] = self._message(pk, offset).message_group_id or ""
-                if group not in locked:
-                    locked[group] = self._group_locked(pk, group, now_ms, get)
-                if not locked[group]:
-                    candidates.setdefault(group, []).append(offset)
-                    found += 1
+        # Visible messages are looked at a page at a time, pages doubling from twice the number
+        # wanted (small first: an unread message's group costs a read), and a page is read to
+        # its end even when enough were found: the first free group then gives all it has in
+        # the page, not only what came before the others.
+        found = 0
+        page = page_end = max(16, 2 * max_messages)
+        for scanned, offset in enumerate(islice(vis.ready_in_order(), scan_limit), 1):
+            group = groups.get(offset)
+            if group is None:
+                group = groups[offset] = self._message(pk, offset).message_group_id or ""
+            if group not in locked:
+                locked[group] = self._group_locked(pk, group, now_ms, get)
+            if not locked[group]:
+                candidates.setdefault(group, []).append(offset)
+                found += 1
+            if scanned == page_end:
+                if found >= max_messages:
+                    break
+                page = min(2 * page, 1024)
+                page_end += page
         taken: dict[str, list[int]] = {}
         for group, offsets in candidates.items():
             for offset in offsets:
@@ -784,24 +681,24 @@ class LeaseStore:
                 message = self._message(pk, offset)
                 fact = self._require_fact(pk, offset)
                 if state.is_expired(fact, now_ms, retention_ms):
-                    self._drop(pk, st, offset, fact, batch)
+                    self._drop(pk, offset, fact, batch)
                     outcome.expired += 1
                     outcome.expired_ids.append(message.message_id)
                     continue
                 if hold_ms is not None:
                     held = fact.with_visible_at(now_ms + hold_ms)
-                    self._replace_fact(pk, st, offset, fact, held, batch)
+                    self._replace_fact(pk, st, offset, held, batch)
                     outcome.delivered.append(Delivery(offset, held, message))
                     taken.setdefault(group, []).append(offset)
                     continue
                 if state.exceeds_max_receives(fact, max_receive_count):
                     held = fact.with_visible_at(now_ms + dead_letter_hold_ms)
-                    self._replace_fact(pk, st, offset, fact, held, batch)
+                    self._replace_fact(pk, st, offset, held, batch)
                     outcome.dead_letter.append(Delivery(offset, held, message))
                     taken.setdefault(group, []).append(offset)
                     break  # the rest of the group waits for the move
                 leased = state.receive(fact, now_ms, visibility_ms)
-                self._replace_fact(pk, st, offset, fact, leased, batch)
+                self._replace_fact(pk, st, offset, leased, batch)
                 outcome.delivered.append(Delivery(offset, leased, message))
                 self._received_ids.remember(pk.prefix, offset, message.message_id)
                 taken.setdefault(group, []).append(offset)
@@ -834,31 +731,21 @@ class LeaseStore:
         """
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
-        self._sweep_now(pk, st, now_ms)
+        vis = self._swept(pk, now_ms)
         outcome = ReceiveOutcome()
-        if st.visible <= 0:
+        if not vis.visible:
             return outcome
         groups = self._fifo_groups.setdefault(pk, {})
         if len(groups) > _FIFO_GROUP_CACHE:
             groups.clear()
         queues: dict[str, list[int]] = {}  # group -> its visible offsets, groups in log order
-        scanned = 0
-        page = max(16, 2 * max_messages)
-        region = b"R" + pk.prefix
-        start, end = region, region + b"\xff" * 8
-        while len(queues) < max_messages and scanned < scan_limit:
-            rows = self._floors.scan(region, start, end, min(page, scan_limit - scanned))
-            if not rows:
-                break
-            page = min(2 * page, 1024)  # small first: an unread message's group costs a read
-            scanned += len(rows)
-            start = rows[-1][0] + b"\x00"
-            for key, _ in rows:
-                (offset,) = _I64.unpack_from(key, len(region))
-                group = groups.get(offset)
-                if group is None:
-                    group = groups[offset] = self._message(pk, offset).message_group_id or ""
-                queues.setdefault(group, []).append(offset)
+        for offset in islice(vis.ready_in_order(), scan_limit):
+            group = groups.get(offset)
+            if group is None:
+                group = groups[offset] = self._message(pk, offset).message_group_id or ""
+            queues.setdefault(group, []).append(offset)
+            if len(queues) >= max_messages and len(queues[group]) == 1:
+                break  # as many groups as messages wanted: enough to take turns
         turns: list[int] = []  # round robin: each group's first, then each group's second...
         depth = 0
         while len(turns) < max_messages and any(len(q) > depth for q in queues.values()):
@@ -899,16 +786,16 @@ class LeaseStore:
         fact = self._require_fact(pk, offset)
         message = self._message(pk, offset)
         if state.is_expired(fact, now_ms, retention_ms):
-            self._drop(pk, st, offset, fact, batch)
+            self._drop(pk, offset, fact, batch)
             outcome.expired += 1
             outcome.expired_ids.append(message.message_id)
         elif state.exceeds_max_receives(fact, max_receive_count):
             held = fact.with_visible_at(now_ms + dead_letter_hold_ms)
-            self._replace_fact(pk, st, offset, fact, held, batch)
+            self._replace_fact(pk, st, offset, held, batch)
             outcome.dead_letter.append(Delivery(offset, held, message))
         else:
             leased = state.receive(fact, now_ms, visibility_ms)
-            self._replace_fact(pk, st, offset, fact, leased, batch)
+            self._replace_fact(pk, st, offset, leased, batch)
             outcome.delivered.append(Delivery(offset, leased, message))
             self._received_ids.remember(pk.prefix, offset, message.message_id)
 
@@ -926,12 +813,31 @@ class LeaseStore:
     # -- internals -------------------------------------------------------------------------
 
     def _state(self, pk: PartitionKey) -> PartitionState:
+        """The partition's state, its visibility built from its facts the first time."""
         st = self._states.get(pk)
         if st is None:
             raw = self._kv.get(_state_key(pk))
             st = PartitionState.decode(raw) if raw is not None else PartitionState()
+            self._visibility[pk] = PartitionVisibility.from_facts(
+                self._fact_times(pk), st.swept_until_ms
+            )
             self._states[pk] = st
         return st
+
+    def _fact_times(self, pk: PartitionKey) -> Iterator[tuple[int, int, int]]:
+        """`(offset, visible_at_ms, receive_count)` of every fact, lowest offset first."""
+        start, end = b"F" + pk.prefix, b"F" + pk.prefix + b"\xff" * 16
+        offset_at = 1 + len(pk.prefix)
+        while rows := self._floors.scan(b"F" + pk.prefix, start, end, limit=1000):
+            for key, raw in rows:
+                _, visible_at_ms, receive_count = _FACT_TIMES.unpack_from(raw)
+                yield _I64.unpack_from(key, offset_at)[0], visible_at_ms, receive_count
+            start = rows[-1][0] + b"\x00"
+
+    def _swept(self, pk: PartitionKey, now_ms: int) -> PartitionVisibility:
+        """The partition's visibility, swept to `now_ms`."""
+        self._sweep(pk, self._state(pk), now_ms)
+        return self._visibility[pk]
 
     def _commit(
         self,
@@ -941,71 +847,41 @@ class LeaseStore:
         sync: bool = False,
         report_facts: bool = True,
     ) -> None:
-        if batch or sync:
-            batch.put(_state_key(pk), st.encode())
+        if not batch and not sync:
+            return
+        vis = self._visibility[pk]
+        st.visible, st.in_flight, st.delayed = vis.visible, vis.in_flight, vis.delayed
+        batch.put(_state_key(pk), st.encode())
+        try:
             self._kv.write(batch, sync=sync)
-            self._floors.written(pk.prefix, batch)
-            if self._on_commit is not None:
-                self._on_commit(pk, batch.facts if report_facts else {}, st)
+        except BaseException:
+            # The visibility in memory already has this batch's changes: build it again
+            # from what the store holds.
+            self.forget_cached(pk)
+            raise
+        self._floors.written(pk.prefix, batch)
+        if self._on_commit is not None:
+            self._on_commit(pk, batch.facts if report_facts else {}, st)
 
     @staticmethod
     def _not_before_sweep(st: PartitionState, now_ms: int) -> int:
         """The time a lease change is computed at: never before the last sweep.
 
-        The ready index holds what was visible at `swept_until_ms`; a caller's clock reading
+        The ready set holds what was visible at `swept_until_ms`; a caller's clock reading
         from before it (taken before an await, or a wall clock stepped back) would find
-        entries there that are not visible at its `now_ms` yet, and lease them wrongly.
+        messages there that are not visible at its `now_ms` yet, and lease them wrongly.
         """
         return max(now_ms, st.swept_until_ms)
 
-    @staticmethod
-    def _needs_sweep(st: PartitionState, now_ms: int) -> bool:
-        return now_ms > st.swept_until_ms
+    def _sweep(self, pk: PartitionKey, st: PartitionState, now_ms: int) -> None:
+        """Make the messages whose `visible_at_ms` passed since the last sweep visible.
 
-    def _sweep_now(self, pk: PartitionKey, st: PartitionState, now_ms: int) -> None:
-        """Sweep and commit at once, so that the ready index read next is complete."""
-        batch = _Batch()
-        self._sweep(pk, st, now_ms, batch)
-        self._commit(pk, st, batch)
-
-    def _sweep(self, pk: PartitionKey, st: PartitionState, now_ms: int, batch: _Batch) -> None:
-        """Move entries whose `visible_at_ms` passed since the last sweep to the ready index
-        and count them as visible."""
-        if not self._needs_sweep(st, now_ms):
-            return
-        next_due = self._next_due_ms.get(pk)
-        if next_due is not None and next_due > now_ms:
-            # Nothing can have fallen due: no read, no write (see the module header).
+        In memory only: `swept_until_ms` reaches the store with the partition's next commit,
+        and a store opened before that sweeps again from the older point.
+        """
+        if now_ms > st.swept_until_ms:
+            self._visibility[pk].sweep(now_ms)
             st.swept_until_ms = now_ms
-            return
-        start = b"V" + pk.prefix + _I64.pack(st.swept_until_ms + 1)
-        end = b"V" + pk.prefix + _I64.pack(now_ms + 1)
-        offset_at = 1 + len(pk.prefix) + 8
-        for key, raw in self._floors.scan(b"V" + pk.prefix, start, end):
-            (receive_count,) = _I32.unpack(raw)
-            st.count(MessageState.IN_FLIGHT if receive_count else MessageState.DELAYED, -1)
-            st.visible += 1
-            batch.delete(key)
-            batch.put(_ready_key(pk, _I64.unpack_from(key, offset_at)[0]), b"")
-        st.swept_until_ms = now_ms
-        batch.put(_state_key(pk), st.encode())
-        if st is self._states.get(pk):  # not for the throw-away copies of partition_state
-            upcoming = self._first_waiting(pk, now_ms + 1)
-            bound = _MAX_TIME if upcoming is None else upcoming
-            # Index entries this operation put before sweeping are not in the store yet.
-            prefix = b"V" + pk.prefix
-            for key, value in batch.ops.items():
-                if value is not None and key.startswith(prefix):
-                    (at_ms,) = _I64.unpack_from(key, len(prefix))
-                    if now_ms < at_ms < bound:
-                        bound = at_ms
-            self._next_due_ms[pk] = bound
-
-    def _ready_index(self, pk: PartitionKey, limit: int) -> list[int]:
-        """The first `limit` offsets of the ready index (complete only right after a sweep)."""
-        start = b"R" + pk.prefix
-        rows = self._floors.scan(start, start, start + b"\xff" * 8, limit)
-        return [_I64.unpack_from(k, len(start))[0] for k, _ in rows]
 
     def _require_fact(self, pk: PartitionKey, offset: int) -> LeaseFact:
         fact = self.fact(pk, offset)
@@ -1024,32 +900,19 @@ class LeaseStore:
     ) -> None:
         encoded = batch.facts[offset] = fact.encode()
         batch.put(_fact_key(pk, offset), encoded)
-        batch.put(*_visibility_entry(pk, st.swept_until_ms, fact, offset))
-        st.count(state.state_at(fact, st.swept_until_ms), +1)
-        next_due = self._next_due_ms.get(pk)
-        # An entry at or before swept_until_ms is counted visible already: no sweep reads it.
-        if next_due is not None and st.swept_until_ms < fact.visible_at_ms < next_due:
-            self._next_due_ms[pk] = fact.visible_at_ms
+        self._visibility[pk].add(
+            offset, fact.visible_at_ms, fact.receive_count > 0, st.swept_until_ms
+        )
 
     def _replace_fact(
-        self,
-        pk: PartitionKey,
-        st: PartitionState,
-        offset: int,
-        old: LeaseFact,
-        new: LeaseFact,
-        batch: _Batch,
+        self, pk: PartitionKey, st: PartitionState, offset: int, new: LeaseFact, batch: _Batch
     ) -> None:
-        batch.delete(_visibility_key(pk, st.swept_until_ms, old.visible_at_ms, offset))
-        st.count(state.state_at(old, st.swept_until_ms), -1)
+        self._visibility[pk].remove(offset)
         self._put_fact(pk, st, offset, new, batch)
 
-    def _drop(
-        self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: _Batch
-    ) -> None:
+    def _drop(self, pk: PartitionKey, offset: int, fact: LeaseFact, batch: _Batch) -> None:
         batch.delete(_fact_key(pk, offset))
         batch.facts[offset] = None
         batch.delete(_message_key(pk, offset))
-        batch.delete(_visibility_key(pk, st.swept_until_ms, fact.visible_at_ms, offset))
         batch.delete(_expiry_key(pk, fact.sent_ms, offset))
-        st.count(state.state_at(fact, st.swept_until_ms), -1)
+        self._visibility[pk].remove(offset)

@@ -1214,32 +1214,52 @@ def test_backlog_start_of_an_untouched_partition_is_zero(store: LeaseStore) -> N
     assert store.backlog_start(PK) == 0
 
 
+@pytest.mark.parametrize("old_format", [None, b"2"])  # format 1 wrote no format key
 @on_every_backend
-def test_a_store_of_the_first_layout_is_upgraded_to_the_ready_index(
-    kv: KeyValueStore, clock: ManualClock
+def test_a_store_of_an_older_layout_loses_its_index_keys_and_serves_from_the_facts(
+    kv: KeyValueStore, clock: ManualClock, old_format: bytes | None
 ) -> None:
-    # Given a partition as layout 1 wrote it: a visible message's entry in the waiting
-    # index (`V`, at its visible_at_ms, before the sweep point), one delayed message
+    # Given a partition as formats 1 and 2 wrote it: a visible message with its entry in the
+    # ready index (`R`), a delayed one with its entry in the waiting index (`V`)
     st = PartitionState(applied_offset=1, swept_until_ms=T0, visible=1, delayed=1)
     batch = WriteBatch()
+    prefix = PK.prefix
     for offset, fact in ((0, state.new_fact(T0, 0)), (1, state.new_fact(T0, 60 * SECOND_MS))):
         batch.put(store_keys._fact_key(PK, offset), fact.encode())
         batch.put(store_keys._message_key(PK, offset), a_message(f"m{offset}").encode())
         batch.put(store_keys._expiry_key(PK, T0, offset), b"")
-        batch.put(store_keys._index_key(PK, fact.visible_at_ms, offset), b"\0\0\0\0")
+    batch.put(b"R" + prefix + (0).to_bytes(8, "big"), b"")
+    batch.put(
+        b"V" + prefix + (T0 + 60 * SECOND_MS).to_bytes(8, "big") + (1).to_bytes(8, "big"),
+        b"\0\0\0\0",
+    )
     batch.put(store_keys._state_key(PK), st.encode())
+    if old_format is not None:
+        batch.put(store_keys.FORMAT_KEY, old_format)
     kv.write(batch)
     store = LeaseStore(kv)
 
     # When
-    moved = store.upgrade_format()
+    upgraded = store.upgrade_format()
 
-    # Then the visible one moved, the delayed one still waits, and a second call is a no-op
-    assert moved == 1
-    assert store.upgrade_format() == 0
+    # Then the index keys are gone, a second call is a no-op, and the messages are served
+    # from their facts: the visible one now, the delayed one when its delay ends
+    assert upgraded
+    assert kv.scan(b"R", b"S") == [] and kv.scan(b"V", b"W") == []
+    assert not store.upgrade_format()
+    assert store.counts(PK, clock.now_ms()) == Counts(visible=1, delayed=1)
     assert offsets_of(receive(store, clock)) == [0]
     clock.advance(60 * SECOND_MS)  # the delay and the 30 s lease of offset 0 have ended
     assert offsets_of(receive(store, clock)) == [0, 1]
+
+
+@on_every_backend
+def test_a_fresh_store_is_stamped_with_the_format_and_not_reported_upgraded(
+    kv: KeyValueStore,
+) -> None:
+    store = LeaseStore(kv)
+    assert not store.upgrade_format()
+    assert kv.get(store_keys.FORMAT_KEY) == str(store_keys.FORMAT_VERSION).encode()
 
 
 @on_every_backend

@@ -1,6 +1,6 @@
-"""The lease store under random operation sequences: what it serves from its in-memory
-shortcuts (scan floors, the next-due bound, the sweep point) always agrees with a store
-freshly opened on the same data, and every message still there is received in the end.
+"""The lease store under random operation sequences: what it serves from what it keeps in
+memory (the visibility of every message, scan floors, the sweep point) always agrees with a
+store freshly opened on the same data, and every message still there is received in the end.
 
 Callers' clock readings are not monotonic here on purpose: a receive may use a time read
 before an await while another request already swept the partition at a later time.
@@ -24,8 +24,8 @@ FOREVER_MS = 1000 * DAY_MS
 
 
 def _agrees_with_a_fresh_store(store: LeaseStore, kv: KeyValueStore, now_ms: int) -> None:
-    # A fresh store knows no floors and no next-due bound: it reads everything from the
-    # start of each range, so it is the reference for what the running store serves.
+    # A fresh store builds the visibility from the facts and knows no floors, so it is the
+    # reference for what the running store serves.
     fresh = LeaseStore(kv)
     running = store.partition_state(PK, now_ms)
     reference = fresh.partition_state(PK, now_ms)
