@@ -21,7 +21,7 @@ from gateway.queue_attributes import DEFAULTS
 from gateway.queues import partition_keys
 from lease_store.clock import Clock
 from lease_store.rocks import RocksKeyValueStore
-from lease_store.store import CommitListener, LeaseStore
+from lease_store.store import FORMAT_VERSION, CommitListener, LeaseStore
 from topology.catalog import QueueRecord
 from topology.rebuild import RebuildTarget, rebuild_leases
 
@@ -56,9 +56,12 @@ async def open_lease_store(
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, _rebuild_into, path, bootstrap, targets, clock.now_ms())
         store = LeaseStore(RocksKeyValueStore(path), on_commit)
-    moved = store.upgrade_format()
-    if moved:
-        log.info("lease store upgraded to the ready index", extra={"entries_moved": moved})
+    if store.upgrade_format():
+        log.info(
+            "lease store upgraded: its visibility indexes are now built in memory from the "
+            "lease facts, and their old keys were dropped",
+            extra={"format": FORMAT_VERSION},
+        )
     return store
 
 
