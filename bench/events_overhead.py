@@ -43,7 +43,7 @@ def sink_cost_us(bootstrap: str, events: int) -> float:
     try:
         began = time.perf_counter()
         for _ in range(events):
-            sink.sent(record, message, 42)
+            sink.sent(record, [(message, 42)])
         return (time.perf_counter() - began) / events * 1e6
     finally:
         publisher.close()

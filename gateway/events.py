@@ -28,8 +28,9 @@ P = ParamSpec("P")
 class EventSink:
     """Receives what happened to messages. The base class drops everything."""
 
-    def sent(self, record: QueueRecord, message: StoredMessage, size: int) -> None:
-        """A message was stored (acknowledged by Kafka); `size` is SQS's SentMessageSize."""
+    def sent(self, record: QueueRecord, messages: Sequence[tuple[StoredMessage, int]]) -> None:
+        """A send request stored these messages (acknowledged by Kafka), each with SQS's
+        SentMessageSize: one event for them all."""
 
     def received(self, record: QueueRecord, deliveries: Sequence[Delivery]) -> None:
         """A ReceiveMessage returned these messages (one event for them all)."""
@@ -104,10 +105,12 @@ class KafkaEventSink(EventSink):
         self._queues: dict[str, tuple[bytes, str]] = {}
 
     @_never_raises
-    def sent(self, record: QueueRecord, message: StoredMessage, size: int) -> None:
+    def sent(self, record: QueueRecord, messages: Sequence[tuple[StoredMessage, int]]) -> None:
+        if not messages:
+            return
         key, queue = self._queue(record)
-        value = event_format.encode_sent(self._clock.now_ms(), queue, message.message_id, size)
-        self._publisher.publish(key, value)
+        stored = [(message.message_id, size) for message, size in messages]
+        self._publisher.publish(key, event_format.encode_sent(self._clock.now_ms(), queue, stored))
 
     @_never_raises
     def received(self, record: QueueRecord, deliveries: Sequence[Delivery]) -> None:

@@ -10,7 +10,8 @@ Structured Streaming refuses on a stream (sorting, window functions, joins). The
 * ``metric_samples``: each event -> the CloudWatch data points it stands for, as
   (account, queue, metric, event_time, value). A count event (sent, received, ...) is one
   sample whose value is the event's ``count``; a ``gauges`` snapshot is one sample per
-  Approximate* metric; a ``sent`` event is also one SentMessageSize sample.
+  Approximate* metric; a ``sent`` event is also one SentMessageSize sample per message
+  (``size``, or each of ``sizes`` when the event stands for several messages).
 * ``build_metrics``: samples -> per (account, queue, metric, 1-minute event-time window) the
   five CloudWatch statistics: Sum, Average (= Sum / SampleCount), Minimum, Maximum,
   SampleCount (number of samples).
@@ -33,6 +34,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     IntegerType,
     LongType,
     MapType,
@@ -55,6 +57,7 @@ EVENT_SCHEMA = StructType(
         StructField("count", LongType()),
         StructField("message_id", StringType()),
         StructField("size", LongType()),
+        StructField("sizes", ArrayType(LongType())),
         StructField("receive_count", LongType()),
         StructField("age_ms", LongType()),
         StructField("source_queue", StringType()),
@@ -127,6 +130,17 @@ def metric_samples(events: DataFrame) -> DataFrame:
             )
         )
     samples = F.filter(F.array(*candidates), lambda sample: sample.isNotNull())
+    # A send of several messages is one event with each message's SentMessageSize in `sizes`.
+    sizes = F.when(F.col("type") == "sent", F.col("sizes"))
+    size_samples = F.transform(
+        F.coalesce(sizes, F.array().cast(ArrayType(LongType()))),
+        lambda size: F.struct(
+            F.col("queue").alias("queue"),
+            F.lit("SentMessageSize").alias("metric"),
+            size.cast("double").alias("value"),
+        ),
+    )
+    samples = F.concat(samples, size_samples)
     return events.select("account", "event_time", F.explode(samples).alias("s")).select(
         "account", "s.queue", "s.metric", "event_time", "s.value"
     )

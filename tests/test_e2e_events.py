@@ -106,6 +106,18 @@ def outcome_events(bootstrap: str, endpoint: str, queue_url: str) -> list[Event]
     return [e for e in read_events(bootstrap, queue_url) if e["type"] != "gauges"]
 
 
+def sent_sizes(events: list[Event]) -> dict[str, int]:
+    """Message id -> SentMessageSize, over the `sent` events (one per send request)."""
+    return {
+        message_id: size
+        for e in events
+        if e["type"] == "sent"
+        for message_id, size in zip(
+            event_format.message_ids_of(e), event_format.sizes_of(e), strict=True
+        )
+    }
+
+
 def counts_by_type(events: list[Event]) -> Counter[str]:
     """What the events stand for, per type (an event counts `count` outcomes: empty
     receives of one queue within a second share one event)."""
@@ -232,7 +244,7 @@ def test_a_known_workload_publishes_exactly_its_events_and_moves_the_metrics_by_
         "empty_receive": empty_long_polls + 2,
         "purged": 1,
     }
-    assert {e["message_id"]: e["size"] for e in events if e["type"] == "sent"} == sizes
+    assert sent_sizes(events) == sizes
     received_events = [e for e in events if e["type"] == "received"]
     assert {i for e in received_events for i in event_format.message_ids_of(e)} == set(sizes)
     assert {
@@ -445,8 +457,7 @@ def test_the_shared_accuracy_workload_publishes_exactly_its_expected_events(
             published[event["type"]] += event["count"]
         assert published == expected, queue
         if queue in result.sizes:
-            sent = {e["message_id"]: e["size"] for e in events if e["type"] == "sent"}
-            assert sent == result.sizes[queue]
+            assert sent_sizes(events) == result.sizes[queue]
     moves = outcome_events(kafka_bootstrap, gateway.endpoint, f"/{ACCOUNT_ID}/{result.dlq}")
     assert {e["message_id"] for e in moves} == result.moved_ids
     assert {e["source_queue"] for e in moves} == {result.source}

@@ -62,10 +62,10 @@ def test_the_direct_encoders_write_the_same_bytes_as_the_builders(
 ) -> None:
     members = event_format.queue_members(account, queue, region)
 
-    assert event_format.encode_sent(T0, members, message_id, 1024) == event_format.encode(
-        event_format.sent(T0, account, queue, message_id, 1024, region=region)
-    )
     for messages in ([(message_id, 3)], [(message_id, 3), ("m2", 1), ("m3", 12)]):
+        assert event_format.encode_sent(T0, members, messages) == event_format.encode(
+            event_format.sent(T0, account, queue, messages, region=region)
+        )
         assert event_format.encode_received(T0, members, messages) == event_format.encode(
             event_format.received(T0, account, queue, messages, region=region)
         )
@@ -78,7 +78,7 @@ def test_the_direct_encoders_write_the_same_bytes_as_the_builders(
 def test_every_event_carries_version_type_time_account_queue_and_count() -> None:
     # When each builder makes an event
     events = [
-        event_format.sent(T0, ACCOUNT, "q", "m1", 12, region="us-east-1"),
+        event_format.sent(T0, ACCOUNT, "q", [("m1", 12)], region="us-east-1"),
         event_format.received(T0, ACCOUNT, "q", [("m1", 2)], region="us-east-1"),
         event_format.deleted(T0, ACCOUNT, "q", ["m1"], region="us-east-1"),
         event_format.empty_receive(T0, ACCOUNT, "q", region="us-east-1"),
@@ -165,8 +165,11 @@ def test_sink_publishes_one_event_per_outcome_keyed_by_queue_at_clock_time() -> 
     first = Delivery(0, a_fact(receive_count=1), a_message("m1"))
     second = Delivery(1, a_fact(receive_count=3), a_message("m2"))
 
-    # When two messages are received by one request, then one by another, one expires,
-    # nothing is found once, and two messages are deleted by one request
+    # When two messages are sent by one request and one by another, two are received by one
+    # request, then one by another, one expires, nothing is found once, and two messages are
+    # deleted by one request
+    sink.sent(QUEUE, [(a_message("m1"), 100), (a_message("m2"), 7)])
+    sink.sent(QUEUE, [(a_message("m3"), 12)])
     sink.received(QUEUE, [first, second])
     sink.received(QUEUE, [second])
     sink.expired(QUEUE, ["m3"])
@@ -178,14 +181,17 @@ def test_sink_publishes_one_event_per_outcome_keyed_by_queue_at_clock_time() -> 
     assert [
         (key, e["type"], e["count"], event_format.message_ids_of(e)) for key, e in publisher.records
     ] == [
+        ("000000000000/orders", "sent", 2, ["m1", "m2"]),
+        ("000000000000/orders", "sent", 1, ["m3"]),
         ("000000000000/orders", "received", 2, ["m1", "m2"]),
         ("000000000000/orders", "received", 1, ["m2"]),
         ("000000000000/orders", "expired", 1, ["m3"]),
         ("000000000000/orders", "empty_receive", 1, []),
         ("000000000000/orders", "deleted", 2, ["m1", "m2"]),
     ]
-    assert publisher.records[0][1]["receive_counts"] == [1, 3]
-    assert publisher.records[1][1]["receive_count"] == 3
+    assert [event_format.sizes_of(e) for _, e in publisher.records[:2]] == [[100, 7], [12]]
+    assert publisher.records[2][1]["receive_counts"] == [1, 3]
+    assert publisher.records[3][1]["receive_count"] == 3
     assert {e["ts"] for _, e in publisher.records} == {T0 + 5 * SECOND_MS}
 
 
@@ -266,7 +272,7 @@ def test_sink_never_raises_and_counts_what_it_could_not_publish() -> None:
     # Given a publisher that raises
     sink, _, _ = a_sink(fail=True)
     # When outcomes are reported
-    sink.sent(QUEUE, a_message("m1"), 5)
+    sink.sent(QUEUE, [(a_message("m1"), 5)])
     sink.deleted(QUEUE, ["m1"])
     # Then the caller saw nothing, and the failures are counted
     assert sink.errors == 2

@@ -77,12 +77,12 @@ def test_parsing_keeps_version_1_events_typed_and_drops_other_versions_and_garba
 def test_count_metrics_have_cloudwatch_statistics_per_queue_and_minute(
     spark: SparkSession,
 ) -> None:
-    # Given sends (one standing for 3 messages), receives, deletes and empty receives in two
+    # Given sends (one of a batch of 3 messages), receives, deletes and empty receives in two
     # minutes, on two queues
     raw = kafka_rows(
         spark,
         event("sent", at(0, 1), message_id="a", size=10),
-        event("sent", at(0, 2), message_id="b", size=30, count=3),
+        event("sent", at(0, 2), message_ids=["b1", "b2", "b3"], sizes=[30, 4, 6], count=3),
         event("sent", at(1, 0), message_id="c", size=20),
         event("sent", at(0, 3), queue="billing", message_id="d", size=5),
         event("received", at(0, 4), message_id="a", receive_count=1),
@@ -102,7 +102,7 @@ def test_count_metrics_have_cloudwatch_statistics_per_queue_and_minute(
             Row(account=ACCOUNT, queue="orders", metric="NumberOfMessagesSent", window_start=m0[0], window_end=m0[1], sum=4.0, average=2.0, minimum=1.0, maximum=3.0, sample_count=2),
             Row(account=ACCOUNT, queue="orders", metric="NumberOfMessagesSent", window_start=m1[0], window_end=m1[1], sum=1.0, average=1.0, minimum=1.0, maximum=1.0, sample_count=1),
             Row(account=ACCOUNT, queue="billing", metric="NumberOfMessagesSent", window_start=m0[0], window_end=m0[1], sum=1.0, average=1.0, minimum=1.0, maximum=1.0, sample_count=1),
-            Row(account=ACCOUNT, queue="orders", metric="SentMessageSize", window_start=m0[0], window_end=m0[1], sum=40.0, average=20.0, minimum=10.0, maximum=30.0, sample_count=2),
+            Row(account=ACCOUNT, queue="orders", metric="SentMessageSize", window_start=m0[0], window_end=m0[1], sum=50.0, average=12.5, minimum=4.0, maximum=30.0, sample_count=4),
             Row(account=ACCOUNT, queue="orders", metric="SentMessageSize", window_start=m1[0], window_end=m1[1], sum=20.0, average=20.0, minimum=20.0, maximum=20.0, sample_count=1),
             Row(account=ACCOUNT, queue="billing", metric="SentMessageSize", window_start=m0[0], window_end=m0[1], sum=5.0, average=5.0, minimum=5.0, maximum=5.0, sample_count=1),
             Row(account=ACCOUNT, queue="orders", metric="NumberOfMessagesReceived", window_start=m0[0], window_end=m0[1], sum=1.0, average=1.0, minimum=1.0, maximum=1.0, sample_count=1),

@@ -1,9 +1,9 @@
 """The record format of `__kqs_events`: one record per operation outcome, for analytics.
 
 A request's outcome is one record however many messages it concerns: the messages one
-ReceiveMessage returned, the messages one delete request removed (`count` says how many;
-their ids are in `message_ids` when more than one, see `message_ids_of`). A send is one
-record per message, as SentMessageSize is a statistic of messages.
+send request stored, one ReceiveMessage returned, one delete request removed (`count` says
+how many; their ids are in `message_ids` when more than one, see `message_ids_of`, and a
+send's SentMessageSize of each in `sizes`).
 
     key    UTF-8, the queue's catalog key: "<account_id>/<queue_name>" for a queue of the
            default region, "<region>/<account_id>/<queue_name>" for the others
@@ -76,12 +76,23 @@ def _base(
 
 
 def sent(
-    ts_ms: int, account_id: str, queue_name: str, message_id: str, size: int, *, region: str
+    ts_ms: int,
+    account_id: str,
+    queue_name: str,
+    messages: Sequence[tuple[str, int]],
+    *,
+    region: str,
 ) -> Event:
+    """The messages one send request stored, as (message id, SentMessageSize): one event for
+    them all (see `message_ids_of`)."""
+    base = _base(SENT, ts_ms, account_id, queue_name, region, count=len(messages))
+    if len(messages) == 1:
+        ((message_id, size),) = messages
+        return {**base, "message_id": message_id, "size": size}
     return {
-        **_base(SENT, ts_ms, account_id, queue_name, region),
-        "message_id": message_id,
-        "size": size,
+        **base,
+        "message_ids": [message_id for message_id, _ in messages],
+        "sizes": [size for _, size in messages],
     }
 
 
@@ -117,11 +128,16 @@ def deleted(
 
 
 def message_ids_of(event: Event) -> list[str]:
-    """The ids of the messages an event stands for: a `received` or `deleted` event of
-    several messages lists them in `message_ids`, any other names one in `message_id`."""
+    """The ids of the messages an event stands for: a `sent`, `received` or `deleted` event
+    of several messages lists them in `message_ids`, any other names one in `message_id`."""
     if "message_ids" in event:
         return list(event["message_ids"])
     return [event["message_id"]] if "message_id" in event else []
+
+
+def sizes_of(event: Event) -> list[int]:
+    """The SentMessageSize of each message of a `sent` event, in `message_ids_of` order."""
+    return list(event["sizes"]) if "sizes" in event else [event["size"]]
 
 
 # The events of every message (sent, received, deleted) are written directly, without
@@ -143,11 +159,14 @@ def queue_members(account_id: str, queue_name: str, region: str) -> str:
     return f',"account":{_text(account_id)},"queue":{_text(queue_name)},"region":{_text(region)}'
 
 
-def encode_sent(ts_ms: int, queue: str, message_id: str, size: int) -> bytes:
-    return (
-        f'{{"v":{VERSION},"type":"{SENT}","ts":{ts_ms:d}{queue},"count":1,'
-        f'"message_id":{_id_text(message_id)},"size":{size:d}}}'
-    ).encode()
+def encode_sent(ts_ms: int, queue: str, messages: Sequence[tuple[str, int]]) -> bytes:
+    head = f'{{"v":{VERSION},"type":"{SENT}","ts":{ts_ms:d}{queue},"count":{len(messages):d},'
+    if len(messages) == 1:
+        ((message_id, size),) = messages
+        return f'{head}"message_id":{_id_text(message_id)},"size":{size:d}}}'.encode()
+    ids = ",".join([_id_text(message_id) for message_id, _ in messages])
+    sizes = ",".join([str(size) for _, size in messages])
+    return f'{head}"message_ids":[{ids}],"sizes":[{sizes}]}}'.encode()
 
 
 def encode_received(ts_ms: int, queue: str, messages: Sequence[tuple[str, int]]) -> bytes:

@@ -110,20 +110,17 @@ async def handle(req: SendMessageRequest, ctx: RequestContext) -> Result:
     if message.deduplication_scope is not None:
         sent = await ctx.runtime.messages.fifo.send(record, message)
         if not sent.duplicate:
-            size = message_size(req.message_body, req.message_attributes)
-            ctx.runtime.events.sent(record, message, size)
+            ctx.runtime.events.sent(record, [(message, sent_size(req))])
         result = sent_result(replace(message, message_id=sent.message_id), req)
         return {**result, "SequenceNumber": sent.sequence_number}
     await ctx.runtime.messages.send(record, message)
-    return answer_sent(req, message, record, ctx)
-
-
-def answer_sent(
-    req: SendMessageRequest, message: StoredMessage, record: QueueRecord, ctx: RequestContext
-) -> Result:
-    """A standard queue's message is in Kafka and receivable: its event and its answer."""
-    ctx.runtime.events.sent(record, message, message_size(req.message_body, req.message_attributes))
+    ctx.runtime.events.sent(record, [(message, sent_size(req))])
     return sent_result(message, req)
+
+
+def sent_size(req: SendMessageRequest) -> int:
+    """SQS's SentMessageSize of the request's message."""
+    return message_size(req.message_body, req.message_attributes)
 
 
 ACTION = Action("SendMessage", decode, handle)

@@ -62,12 +62,14 @@ async def _send_all(
         except Exception as error:  # noqa: BLE001 - fails this entry only (or, a bug, the batch)
             answers.append(error)
     outcomes = await ctx.runtime.messages.send_many(record, [message for _, message in built])
+    stored: list[tuple[StoredMessage, int]] = []  # one event for the request's messages
     for (at, message), outcome in zip(built, outcomes, strict=True):
-        answers[at] = (
-            outcome
-            if isinstance(outcome, Exception)
-            else send_message.answer_sent(entries[at], message, record, ctx)
-        )
+        if isinstance(outcome, Exception):
+            answers[at] = outcome
+            continue
+        stored.append((message, send_message.sent_size(entries[at])))
+        answers[at] = send_message.sent_result(message, entries[at])
+    ctx.runtime.events.sent(record, stored)
     return answers
 
 
