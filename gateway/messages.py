@@ -118,8 +118,9 @@ class MessageService:
         self._handles = handles
         self._region = region
         self.fifo = FifoService(self, leases, clock)
-        # Standard queues that were sent a MessageGroupId (fair queues), by topic. In memory: after
-        # a restart a queue is fair again from its next grouped send.
+        # Standard queues that were sent a MessageGroupId (fair queues), by topic: marked by a
+        # grouped send through this gateway, a grouped message ingested, or a receive that
+        # returned one (after a restart, or on a partition taken over from another gateway).
         self.fair_topics: set[str] = set()
         self._ingest_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = (
             defaultdict(list)
@@ -153,6 +154,9 @@ class MessageService:
             return  # released while the batch was in transit
         pk = partition_keys(record)[partition]
         self._leases.ingest(pk, batch, self._clock.now_ms())
+        if topic not in self.fair_topics and not is_fifo(record):
+            if any(message.message_group_id is not None for _, message in batch):
+                self.fair_topics.add(topic)  # another producer's grouped send
         self._apply_ahead(record, topic, partition, pk)
 
     def _delivered(
@@ -489,13 +493,16 @@ class MessageService:
             if wanted <= 0:
                 break
             # FIFO: groups in order, nothing from a group with a message in flight. Fair: a
-            # standard queue sent MessageGroupIds since this gateway started; groups take turns.
+            # standard queue known to carry MessageGroupIds (`fair_topics`); groups take turns.
+            plain = not fifo_queue and record.topic not in self.fair_topics
             take = self._leases.receive
             if fifo_queue:
                 take = self._leases.receive_fifo
-            elif record.topic in self.fair_topics:
+            elif not plain:
                 take = self._leases.receive_fair
             outcome = take(pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count)
+            if plain and any(d.message.message_group_id is not None for d in outcome.delivered):
+                self.fair_topics.add(record.topic)  # fair from the next receive on
             received.extend(Received(d, self._handle(record, pk, d)) for d in outcome.delivered)
             if outcome.expired_ids:
                 self._events.expired(record, outcome.expired_ids)
