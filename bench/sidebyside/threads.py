@@ -1,7 +1,7 @@
 """Where a backlog's CPU goes, thread by thread: fill N messages, then drain them.
 
     .venv/bin/python -m bench.sidebyside.threads --messages 100000 [--base-src DIR] [--rounds 3]
-        [--spy-drain stacks.txt]
+        [--spy-drain stacks.txt] [--spy-fill stacks.txt]
 
 Starts `kqs serve` (this tree, or the source tree `--base-src`) pinned to core 1 with the
 shipped durable defaults, fills a queue with SendMessageBatch from 32 clients on core 0, waits
@@ -125,6 +125,7 @@ async def one_round(
     name: str,
     admin: TopicAdmin,
     spy_drain: tuple[int, Path] | None = None,  # (the gateway's pid, where stacks go)
+    spy_fill: tuple[int, Path] | None = None,
 ) -> None:
     url = await client.create_queue(name)
     batches = iter(range(messages // 10))
@@ -137,9 +138,10 @@ async def one_round(
             sent += accepted  # not `sent += await ...`: that reads `sent` before awaiting
 
     records = await topic_ends(admin)
-    before, began = thread_ticks(pids), time.monotonic()
-    await asyncio.gather(*(fill() for _ in range(CLIENTS)))
-    report("fill", before, thread_ticks(pids), time.monotonic() - began, sent)
+    with spying(spy_fill):
+        before, began = thread_ticks(pids), time.monotonic()
+        await asyncio.gather(*(fill() for _ in range(CLIENTS)))
+        report("fill", before, thread_ticks(pids), time.monotonic() - began, sent)
     for _ in range(1200):  # the backlog counted visible (ingested), within 10 minutes
         visible, _ = await client.count(url)
         if visible >= sent:
@@ -183,6 +185,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--base-src", type=Path, help="run `kqs serve` of this source tree")
     parser.add_argument("--spy-drain", type=Path, help="append the drains' py-spy stacks here")
+    parser.add_argument("--spy-fill", type=Path, help="append the fills' py-spy stacks here")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kqs-threads-"))
     server = servers.start_kqs(work, [1], {}, args.base_src)
@@ -206,6 +209,7 @@ def main() -> None:
                         f"threads-{index}",
                         admin,
                         (server.proc.pid, args.spy_drain) if args.spy_drain else None,
+                        (server.proc.pid, args.spy_fill) if args.spy_fill else None,
                     )
 
         asyncio.run(run())
