@@ -177,6 +177,7 @@ class KafkaClients:
             statistics=True,
             shards=self.settings.producer_shards,
             linger_ms=self.settings.produce_linger_ms,
+            bulk_linger_ms=self.settings.produce_bulk_linger_ms,
         )
 
     def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from topology.admin import USE_CLUSTER_DEFAULT
 from topology.ingest import DEFAULT_FETCH_WAIT_MS
-from topology.producer import DEFAULT_LINGER_MS
+from topology.producer import DEFAULT_BULK_LINGER_MS, DEFAULT_LINGER_MS
 
 
 def _env_int(name: str, default: int) -> int:
@@ -62,6 +62,11 @@ class Settings:
     # How long the queue-topic producer waits to fill a produce request (librdkafka linger.ms).
     produce_linger_ms: int = field(
         default_factory=lambda: _env_int("KQS_PRODUCE_LINGER_MS", DEFAULT_LINGER_MS)
+    )
+    # The linger of the producer standard-queue sends join while the gateway is busy (0: no
+    # bulk producer; topology/producer.py DEFAULT_BULK_LINGER_MS says why).
+    produce_bulk_linger_ms: int = field(
+        default_factory=lambda: _env_int("KQS_PRODUCE_BULK_LINGER_MS", DEFAULT_BULK_LINGER_MS)
     )
     # Consumers the queue topics are read by, one gateway (topology/ingest.py IngestShards).
     # 1 until more is shown to pay: with 8, 10,000 queues × 20 messages sent no faster and

@@ -256,7 +256,7 @@ class MessageService:
     async def send(self, record: QueueRecord, message: StoredMessage) -> Delivered:
         """Append the message; returns where it landed, once Kafka acknowledged it and it is
         receivable."""
-        delivery, applied = self._start_send(record, message)
+        delivery, applied = self._start_send(record, message, self._producer.crowded())
         delivered = await delivery
         await self._applied(applied, delivered)
         return delivered
@@ -268,9 +268,10 @@ class MessageService:
         is where it landed, or what failed it. All go to the producer at once, so they share
         produce requests and their reports arrive together (one lease-store write)."""
         started: list[tuple[asyncio.Future[Delivered], asyncio.Future[None]] | Exception] = []
+        bulk = self._producer.crowded()  # one choice for the batch: its records keep their order
         for message in messages:
             try:
-                started.append(self._start_send(record, message))
+                started.append(self._start_send(record, message, bulk))
             except Exception as refused:  # noqa: BLE001 - fails this entry only
                 started.append(refused)
         deliveries = [s[0] for s in started if not isinstance(s, Exception)]
@@ -293,10 +294,12 @@ class MessageService:
         return outcomes
 
     def _start_send(
-        self, record: QueueRecord, message: StoredMessage
+        self, record: QueueRecord, message: StoredMessage, bulk: bool = False
     ) -> tuple[asyncio.Future[Delivered], asyncio.Future[None]]:
         """Hand the message's record to the producer: the futures of its delivery report and
-        of its being applied to the lease store."""
+        of its being applied to the lease store. With `bulk`, a standard queue's record goes
+        through the bulk producer (`AsyncProducer.crowded`); a FIFO queue's never does, as
+        records of one group must not overtake each other between the two producers."""
         group = message.message_group_id if is_fifo(record) else None  # FIFO: key = group
         if group is None and message.message_group_id is not None:
             self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)
@@ -317,6 +320,7 @@ class MessageService:
                 else group_partition(group, record.partitions)
             ),
             on_delivered=on_delivered,
+            bulk=bulk and not is_fifo(record),
         )
         return delivery, applied
 

@@ -89,3 +89,34 @@ def test_the_statistics_of_the_shards_add_up() -> None:
 
     assert (latest.queue_messages, latest.messages_sent) == (7, 15)
     assert latest.broker_rtt_avg_s == {"b/1": 0.003}
+
+
+def test_bulk_sends_go_through_their_own_producer_and_are_counted_until_settled(
+    kafka_bootstrap: str,
+) -> None:
+    topic = f"shards-bulk-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[list[Delivered], list[int], int, bool]:
+        await TopicAdmin(kafka_bootstrap).create_topic(topic, 1, {})
+        producer = AsyncProducer(kafka_bootstrap, bulk_linger_ms=20)
+        try:
+            # Given no record in flight, the producer is not crowded
+            crowded_before = producer.crowded()
+            # When records are started, some through the bulk producer
+            futures = [producer.start(topic, f"{n}".encode(), bulk=n % 2 == 1) for n in range(12)]
+            counted = [producer.unsettled, int(producer.crowded())]
+            delivered = list(await asyncio.gather(*futures))
+            await asyncio.sleep(0)  # the batch's settlement and its listeners
+            counted.append(producer.unsettled)
+            return delivered, counted, producer.shards_in_use, crowded_before
+        finally:
+            producer.close()
+
+    delivered, counted, shards_in_use, crowded_before = asyncio.run(scenario())
+
+    # Then both producers carried records, all twelve landed once, and the count of records
+    # awaiting acknowledgement rose to twelve (crowded) and fell back to none
+    assert not crowded_before
+    assert shards_in_use == 2
+    assert sorted(d.offset for d in delivered) == list(range(12))
+    assert counted == [12, 1, 0]

@@ -41,11 +41,20 @@ DURABLE_SETTINGS: dict[str, Any] = {
 }
 
 # How long librdkafka waits to fill a produce request for the queue topics (`linger.ms`,
-# `KQS_PRODUCE_LINGER_MS`). Under load concurrent sends share requests anyway; 5 ms against
-# 2 ms in 100,000-message fills (32 clients, SendMessageBatch, 3 alternating rounds) moved
-# 0.99x the messages at 0.96x the CPU per message (bench/results/PROFILE.md, session 13),
-# and every send at low load would wait the difference, so 2 ms stays.
+# `KQS_PRODUCE_LINGER_MS`): every send at low load waits that long, so it is short.
 DEFAULT_LINGER_MS = 2
+# The linger of the bulk producer (`KQS_PRODUCE_BULK_LINGER_MS`, 0: none), which sends join
+# while the gateway is busy (`AsyncProducer.crowded`). librdkafka's sending thread spins
+# through the last millisecond of every linger window, and a short window also means small
+# produce requests for the broker: in 100,000-message fills (32 clients, SendMessageBatch) that
+# thread took 46-49 µs of CPU per message at 2 ms, 15-21 at 5, 8-9 at 10 and ~3 at 20, and
+# the broker's request handling 46, 29-40, 30-36 and 19-24 (bench/results/PROFILE.md, session
+# 16). A busy gateway's sends wait on the event loop anyway, so they can wait for a fuller
+# request; a lone send keeps the short linger.
+DEFAULT_BULK_LINGER_MS = 20
+# Records produced and not yet acknowledged from which the gateway counts as busy: a lone
+# SendMessageBatch (10) still goes out at once.
+CROWDED_RECORDS = 11
 
 
 class ProduceFailed(Exception):
@@ -102,6 +111,7 @@ class AsyncProducer:
         statistics: bool = False,
         shards: int = 1,
         linger_ms: int = DEFAULT_LINGER_MS,
+        bulk_linger_ms: int = 0,
     ) -> None:
         self._config = {
             "bootstrap.servers": bootstrap,
@@ -111,6 +121,11 @@ class AsyncProducer:
         }
         self._with_statistics = statistics
         self._shards: list[_Shard | None] = [None] * max(1, shards)
+        # With `bulk_linger_ms`, a second set of producers with that linger, for `bulk` sends.
+        self._bulk_linger_ms = bulk_linger_ms
+        self._bulk_shards: list[_Shard | None] = [None] * (max(1, shards) if bulk_linger_ms else 0)
+        # Records handed to librdkafka whose delivery report is not settled yet.
+        self.unsettled = 0
         # With `statistics`, librdkafka's numbers of every shard, summed, every 5 s.
         self.statistics = CombinedStatistics()
         self._stopping = threading.Event()
@@ -121,19 +136,28 @@ class AsyncProducer:
         self._waiting_for_room: set[asyncio.Task[None]] = set()
         self._shard(0)  # connect now: a misconfigured bootstrap shows at start-up
 
-    def _shard_for(self, topic: str) -> _Shard:
-        count = len(self._shards)
-        return self._shard(zlib.crc32(topic.encode()) % count if count > 1 else 0)
+    def crowded(self) -> bool:
+        """Whether enough records await acknowledgement for a send to join the bulk producer
+        (it then waits for a fuller produce request instead of costing one of its own)."""
+        return self.unsettled >= CROWDED_RECORDS
 
-    def _shard(self, index: int) -> _Shard:
-        shard = self._shards[index]
+    def _shard_for(self, topic: str, bulk: bool = False) -> _Shard:
+        count = len(self._shards)
+        index = zlib.crc32(topic.encode()) % count if count > 1 else 0
+        return self._shard(index, bulk and bool(self._bulk_shards))
+
+    def _shard(self, index: int, bulk: bool = False) -> _Shard:
+        shards = self._bulk_shards if bulk else self._shards
+        shard = shards[index]
         if shard is None:
-            shard = self._shards[index] = _Shard(self._config, self._with_statistics)
+            config = {**self._config, "linger.ms": self._bulk_linger_ms} if bulk else self._config
+            shard = shards[index] = _Shard(config, self._with_statistics)
             self.statistics.add(shard.statistics)
             # Delivery reports fire from poll(); a dedicated thread per shard keeps them
             # flowing without blocking the event loop.
+            name = f"kqs-producer-{'bulk-' if bulk else ''}{index}"
             shard.poller = threading.Thread(
-                target=self._poll_forever, args=(shard,), name=f"kqs-producer-{index}", daemon=True
+                target=self._poll_forever, args=(shard,), name=name, daemon=True
             )
             shard.poller.start()
         return shard
@@ -144,7 +168,7 @@ class AsyncProducer:
         return len(self._live_shards())
 
     def _live_shards(self) -> list[_Shard]:
-        return [shard for shard in self._shards if shard is not None]
+        return [shard for shard in (*self._shards, *self._bulk_shards) if shard is not None]
 
     def _poll_forever(self, shard: _Shard) -> None:
         while not self._stopping.is_set():
@@ -172,6 +196,7 @@ class AsyncProducer:
         self._batch_listeners.append(listener)
 
     def _settle_all(self, reports: list[_Report]) -> None:
+        self.unsettled -= len(reports)
         for future, on_delivered, error, msg in reports:
             if error is not None:
                 if not future.done():
@@ -205,6 +230,7 @@ class AsyncProducer:
         self._loop = asyncio.get_running_loop()
         future: asyncio.Future[Delivered] = self._loop.create_future()
         reports = shard.reports
+        self.unsettled += 1  # until its report is settled (or it fails before producing)
 
         def on_delivery(error: KafkaError | None, msg: Message) -> None:
             reports.append((future, on_delivered, error, msg))
@@ -237,13 +263,18 @@ class AsyncProducer:
         timestamp_ms: int = 0,
         partition: int | None = None,
         on_delivered: OnDelivered | None = None,
+        bulk: bool = False,
     ) -> asyncio.Future[Delivered]:
         """`send` without the coroutine: the record goes to librdkafka now and the returned
         future is its delivery report. The records of a SendMessageBatch are started in one
         go, so they share produce requests and need no task each. If librdkafka's queue is
         full the record waits for room without blocking the loop; errors librdkafka raises
-        at once (an unknown partition) are raised here."""
-        shard = self._shard_for(topic)
+        at once (an unknown partition) are raised here.
+
+        With `bulk` (and a bulk linger configured) the record goes through the bulk producer.
+        A topic's records then no longer keep their order across the two: callers that need
+        it (FIFO queues) must not mix them."""
+        shard = self._shard_for(topic, bulk)
         future, on_delivery = self._future(shard, on_delivered)
         kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": on_delivery}
         if headers:
@@ -260,6 +291,9 @@ class AsyncProducer:
             )
             self._waiting_for_room.add(task)  # the loop keeps only weak references
             task.add_done_callback(self._waiting_for_room.discard)
+        except BaseException:
+            self.unsettled -= 1  # refused: no report will come
+            raise
         return future
 
     async def _produce_when_room(
@@ -280,6 +314,7 @@ class AsyncProducer:
         except Exception as error:  # noqa: BLE001 - the sender's to handle
             if not future.done():
                 future.set_exception(error)
+        self.unsettled -= 1  # never produced: no report will come
 
     def send_soon(
         self, topic: str, value: bytes | None, key: bytes | None = None
@@ -299,6 +334,9 @@ class AsyncProducer:
             except BufferError:
                 shard.client.poll(0.01)
                 self._hand_over(shard)
+            except BaseException:
+                self.unsettled -= 1  # refused: no report will come
+                raise
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for outstanding deliveries; returns how many are still undelivered."""

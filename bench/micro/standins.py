@@ -70,6 +70,7 @@ class InstantProducer(AsyncProducer):
         self.statistics = CombinedStatistics()
         self._log = log
         self._batch_listeners = []
+        self.unsettled = 0  # records are acknowledged at once: never crowded
         self._instant: list[tuple[asyncio.Future[Delivered], OnDelivered | None, Delivered]] = []
 
     def _produce(
@@ -97,6 +98,7 @@ class InstantProducer(AsyncProducer):
         timestamp_ms: int = 0,
         partition: int | None = None,
         on_delivered: OnDelivered | None = None,
+        bulk: bool = False,
     ) -> asyncio.Future[Delivered]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Delivered] = loop.create_future()
