@@ -592,10 +592,10 @@ async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes)
     action_name = "unknown"
     error: SqsError
     try:
-        body = await _read_body(request)  # aiohttp keeps it: read_request reads the same bytes
+        body = await _read_body(request)
         now = datetime.fromtimestamp(runtime.clock.now_ms() / 1000, UTC)
         caller = authenticate(request, body, request.app[DIRECTORY], now)
-        wire = await read_request(request, protocol, request_id)
+        wire = read_request(request, protocol, request_id, body)
         action = ACTIONS.get(wire.action)
         if action is None:
             raise unknown_action(wire.action)

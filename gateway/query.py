@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 
@@ -65,6 +67,34 @@ _RESULT_MAPS = {
     "MessageAttributes": ("MessageAttribute", "Name", "Value"),
     "Tags": ("Tag", "Key", "Value"),
 }
+
+
+def parse_form(text: str) -> list[tuple[str, str]]:
+    """`urllib.parse.parse_qsl(text, keep_blank_values=True)`, decoding the short names and
+    values that come again on every request (`Action`, `Version`, `QueueUrl`, ...) once."""
+    pairs = []
+    for field in text.split("&"):
+        if field:
+            name, _, value = field.partition("=")
+            pairs.append((_decoded(name), _decoded(value)))
+    return pairs
+
+
+# Longer values (bodies, receipt handles) rarely repeat: decoded each time, never kept.
+_REPEATED_UP_TO = 128
+
+
+def _decoded(text: str) -> str:
+    if "%" not in text and "+" not in text:
+        return text
+    if len(text) <= _REPEATED_UP_TO:
+        return _decoded_repeated(text)
+    return unquote(text.replace("+", " "))
+
+
+@lru_cache(maxsize=1024)
+def _decoded_repeated(text: str) -> str:
+    return unquote(text.replace("+", " "))
 
 
 def to_json_shape(params: dict[str, str]) -> dict[str, Any]:
