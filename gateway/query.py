@@ -85,11 +85,13 @@ _REPEATED_UP_TO = 128
 
 
 def _decoded(text: str) -> str:
-    if "%" not in text and "+" not in text:
+    # `in` before `replace`: see `escape`.
+    plus = "+" in text
+    if not plus and "%" not in text:
         return text
     if len(text) <= _REPEATED_UP_TO:
         return _decoded_repeated(text)
-    return unquote(text.replace("+", " "))
+    return unquote(text.replace("+", " ") if plus else text)
 
 
 @lru_cache(maxsize=1024)
@@ -145,13 +147,20 @@ def _convert(node: dict[str, Any]) -> dict[str, Any]:
 
 def escape(text: str) -> str:
     """XML text escaping that also protects CR, which XML parsers would turn into LF."""
-    return (
-        text.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&quot;")
-        .replace("\r", "&#xD;")
-    )
+    # Each replace only where its character occurs: `in` finds a character with memchr,
+    # while `str.replace` counts it a character at a time even when it is absent (1.5 µs
+    # per KB, so five of them cost ~6 µs for each 1 KB message body a receive renders).
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if ">" in text:
+        text = text.replace(">", "&gt;")
+    if '"' in text:
+        text = text.replace('"', "&quot;")
+    if "\r" in text:
+        text = text.replace("\r", "&#xD;")
+    return text
 
 
 def _scalar(value: Any) -> str:

@@ -1,5 +1,6 @@
-"""The Query protocol's form decoding (`gateway.query.parse_form`): the pairs
-`urllib.parse.parse_qsl(..., keep_blank_values=True)` reads, whatever the text."""
+"""The Query protocol's text handling: form decoding (`gateway.query.parse_form`) reads the
+pairs `urllib.parse.parse_qsl(..., keep_blank_values=True)` reads, and XML escaping
+(`gateway.query.escape`) writes what the chain of five replacements wrote, whatever the text."""
 
 from __future__ import annotations
 
@@ -66,3 +67,23 @@ def test_random_forms_read_as_parse_qsl_reads_them_also_when_decoded_again() -> 
         # Twice: the second reading takes the remembered decoding of short values.
         assert query.parse_form(text) == parse_qsl(text, keep_blank_values=True), text
         assert query.parse_form(text) == parse_qsl(text, keep_blank_values=True), text
+
+
+def _escaped_by_the_chain(text: str) -> str:
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("\r", "&#xD;")
+    )
+
+
+def test_xml_escaping_writes_what_the_chain_of_replacements_wrote() -> None:
+    rng = random.Random(16)
+    pieces = ["&", "<", ">", '"', "\r", "\n", "'", "&amp;", "x", "é", "🎉", " ", "\u2028"]
+    texts = ["", "x" * 1024, 'a <b> & "c"\r\n'] + [
+        "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 30))) for _ in range(3000)
+    ]
+    for text in texts:
+        assert query.escape(text) == _escaped_by_the_chain(text), text
