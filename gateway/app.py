@@ -563,7 +563,7 @@ async def _handle(request: web.Request) -> web.Response:
     try:
         protocol = detect_protocol(request)
         notes = RequestNotes()
-        answer = await _answer(request, protocol, notes)
+        answer = await _answer(request, app, protocol, notes)
         app[REQUEST_METRICS].observe(
             answer.action,
             protocol.value,
@@ -587,16 +587,18 @@ class _Answer:
     outcome: str  # "ok" or the SQS error code
 
 
-async def _answer(request: web.Request, protocol: Protocol, notes: RequestNotes) -> _Answer:
-    runtime = request.app[RUNTIME]
+async def _answer(
+    request: web.Request, app: web.Application, protocol: Protocol, notes: RequestNotes
+) -> _Answer:
+    runtime = app[RUNTIME]
     request_id = new_request_id()
     action_name = "unknown"
     error: SqsError
     try:
-        body = await _read_body(request)  # aiohttp keeps it: read_request reads the same bytes
+        body = await _read_body(request)
         now = datetime.fromtimestamp(runtime.clock.now_ms() / 1000, UTC)
-        caller = authenticate(request, body, request.app[DIRECTORY], now)
-        wire = await read_request(request, protocol, request_id)
+        caller = authenticate(request, body, app[DIRECTORY], now)
+        wire = read_request(request, protocol, request_id, body)
         action = ACTIONS.get(wire.action)
         if action is None:
             raise unknown_action(wire.action)

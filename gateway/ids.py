@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import random
 
-_VERSION_MASK = ~(0xF << 76)
-_VERSION_4 = 0x4 << 76
-_VARIANT_MASK = ~(0x3 << 62)
-_VARIANT_RFC4122 = 0x2 << 62
+# The version and variant bits cleared, then set (one AND and one OR of 128-bit integers).
+_CLEAR = ((1 << 128) - 1) & ~(0xF << 76) & ~(0x3 << 62)
+_VERSION_4_RFC4122 = (0x4 << 76) | (0x2 << 62)
+_getrandbits = random.getrandbits
 
 
 def new_uuid() -> str:
     """A random UUID (version 4, RFC 4122 variant) as 36 lower-case characters."""
-    n = (random.getrandbits(128) & _VERSION_MASK & _VARIANT_MASK) | _VERSION_4 | _VARIANT_RFC4122
-    h = f"{n:032x}"
+    h = "%032x" % ((_getrandbits(128) & _CLEAR) | _VERSION_4_RFC4122)
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

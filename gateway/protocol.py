@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 from enum import Enum
+from functools import lru_cache
 from typing import Any
-from urllib.parse import parse_qsl
 
 import orjson
 from aiohttp import web
@@ -62,13 +62,15 @@ def detect_protocol(request: web.Request) -> Protocol:
     return Protocol.QUERY
 
 
-async def read_request(request: web.Request, protocol: Protocol, request_id: str) -> WireRequest:
+def read_request(
+    request: web.Request, protocol: Protocol, request_id: str, raw: bytes
+) -> WireRequest:
+    """The request in its protocol; `raw` is its body, already read."""
     if protocol is Protocol.JSON:
         target = request.headers.get("X-Amz-Target", "")
         if not target.startswith(_TARGET_PREFIX):
             raise MissingAction("The request must contain the header X-Amz-Target.")
         action = target[len(_TARGET_PREFIX) :]
-        raw = await request.read()
         try:
             params = json.loads(raw) if raw.strip() else _presigned_json_params(request)
         except (ValueError, RecursionError):  # RecursionError: nested too deeply
@@ -78,16 +80,14 @@ async def read_request(request: web.Request, protocol: Protocol, request_id: str
     else:
         # A presigned URL's X-Amz-* parameters are the signature, not the action's.
         flat = {
-            k: v
-            for k, v in parse_qsl(request.query_string, keep_blank_values=True)
-            if not k.startswith("X-Amz-")
+            k: v for k, v in query.parse_form(request.query_string) if not k.startswith("X-Amz-")
         }
         if request.method == "POST":
             try:
-                body = (await request.read()).decode("utf-8", errors="strict")
+                body = raw.decode("utf-8", errors="strict")
             except UnicodeDecodeError:
                 raise InvalidParameterValue("The request body is not valid UTF-8.") from None
-            flat.update(parse_qsl(body, keep_blank_values=True))
+            flat.update(query.parse_form(body))
         action = flat.pop("Action", "")
         on_queue_path = _is_queue_path(request.path)
         if not action:
@@ -122,6 +122,7 @@ def _presigned_json_params(request: web.Request) -> dict[str, Any]:
     return {k: v for k, v in request.query.items() if not k.startswith("X-Amz-")}
 
 
+@lru_cache(maxsize=1024)
 def _is_queue_path(path: str) -> bool:
     parts = [p for p in path.split("/") if p]
     return len(parts) == 2

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 
@@ -67,6 +69,36 @@ _RESULT_MAPS = {
 }
 
 
+def parse_form(text: str) -> list[tuple[str, str]]:
+    """`urllib.parse.parse_qsl(text, keep_blank_values=True)`, decoding the short names and
+    values that come again on every request (`Action`, `Version`, `QueueUrl`, ...) once."""
+    pairs = []
+    for field in text.split("&"):
+        if field:
+            name, _, value = field.partition("=")
+            pairs.append((_decoded(name), _decoded(value)))
+    return pairs
+
+
+# Longer values (bodies, receipt handles) rarely repeat: decoded each time, never kept.
+_REPEATED_UP_TO = 128
+
+
+def _decoded(text: str) -> str:
+    # `in` before `replace`: see `escape`.
+    plus = "+" in text
+    if not plus and "%" not in text:
+        return text
+    if len(text) <= _REPEATED_UP_TO:
+        return _decoded_repeated(text)
+    return unquote(text.replace("+", " ") if plus else text)
+
+
+@lru_cache(maxsize=1024)
+def _decoded_repeated(text: str) -> str:
+    return unquote(text.replace("+", " "))
+
+
 def to_json_shape(params: dict[str, str]) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     for key, value in params.items():
@@ -115,13 +147,20 @@ def _convert(node: dict[str, Any]) -> dict[str, Any]:
 
 def escape(text: str) -> str:
     """XML text escaping that also protects CR, which XML parsers would turn into LF."""
-    return (
-        text.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&quot;")
-        .replace("\r", "&#xD;")
-    )
+    # Each replace only where its character occurs: `in` finds a character with memchr,
+    # while `str.replace` counts it a character at a time even when it is absent (1.5 µs
+    # per KB, so five of them cost ~6 µs for each 1 KB message body a receive renders).
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if ">" in text:
+        text = text.replace(">", "&gt;")
+    if '"' in text:
+        text = text.replace('"', "&quot;")
+    if "\r" in text:
+        text = text.replace("\r", "&#xD;")
+    return text
 
 
 def _scalar(value: Any) -> str:

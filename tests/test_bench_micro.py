@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import bench.micro.__main__ as cli
-from bench.micro import ab, run, wire
+from bench.micro import ab, instructions, run, wire
 from bench.micro.standins import STORES
 
 
@@ -90,3 +90,12 @@ def test_the_ab_command_compares_two_trees_pair_by_pair(
     rows = json.loads((tmp_path / "ab.json").read_text())["rows"]
     assert {r["action"] for r in rows} == {p.name for p in run.PHASES}
     assert all(len(r["ratio_per_pair"]) == 1 and r["ratio_median"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("protocol", wire.PROTOCOLS)
+async def test_every_action_of_the_instruction_count_answers_200(protocol: str) -> None:
+    # Given the requests that `bench.micro.instructions` has valgrind count
+    # When each action runs twice (a failed request exits with its status)
+    # Then all of them answered 200
+    for action in instructions.ACTIONS:
+        await instructions._inner(protocol, action, 2)

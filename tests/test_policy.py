@@ -546,3 +546,27 @@ def test_account_ids_may_be_written_with_hyphens() -> None:
     policy = '{"Statement": {"Effect": "Allow", "Principal": {"AWS": "1111-2222-3333"}, "Action": "sqs:*"}}'
     assert queue_decision(policy, facts("SendMessage", QUEUE1_CN, "111122223333")) is ALLOW
     assert queue_decision(policy, facts("SendMessage", QUEUE1_CN, "111122223334")) is IMPLICIT
+
+
+def test_a_remembered_decision_is_not_reused_for_a_principal_rebuilt_with_other_policies() -> None:
+    # Given dora's decision remembered while she may do anything
+    assert decide(user(OWNER, "dora", ALLOW_ALL), "SendMessage", Target(OWNER, QUEUE), {}) is ALLOW
+    # When her configuration changes to no policy at all (same ARN, same access key)
+    rebuilt = user(OWNER, "dora")
+    # Then she is decided anew
+    assert decide(rebuilt, "SendMessage", Target(OWNER, QUEUE), {}) is IMPLICIT
+
+
+def test_a_user_with_a_conditional_policy_is_decided_on_each_requests_conditions() -> None:
+    # Given a user allowed to send until noon
+    until_noon = Policy.parse(
+        '{"Statement": {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "*",'
+        ' "Condition": {"DateLessThan": {"aws:CurrentTime": "2009-01-31T12:00:00Z"}}}}'
+    )
+    fred = user(OWNER, "fred", until_noon)
+    target = Target(OWNER, QUEUE)
+    # When he sends before noon, and then after it
+    before = decide(fred, "SendMessage", target, {"aws:currenttime": "2009-01-31T11:00:00Z"})
+    after = decide(fred, "SendMessage", target, {"aws:currenttime": "2009-01-31T13:00:00Z"})
+    # Then only the first is allowed
+    assert (before, after) == (ALLOW, IMPLICIT)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hmac
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
+import botocore.auth
 import pytest
 from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
@@ -259,3 +261,55 @@ def test_an_x_amz_date_in_basic_format_is_read_as_utc() -> None:
     assert sigv4._parse_amz_date("20241122T093015Z") == datetime(
         2024, 11, 22, 9, 30, 15, tzinfo=UTC
     )
+
+
+def test_a_cached_signing_key_does_not_verify_a_request_signed_with_another_secret() -> None:
+    # Given a scope whose key is cached for the current secret
+    request = signed()
+    method, raw_path, headers, body = request
+    verify(request)
+    rotated = {"AKIDEXAMPLE": "the-rotated-secret"}.get
+    # When the secret changes, or a request comes signed with another one
+    # Then neither verifies
+    with pytest.raises(SignatureDoesNotMatch):
+        sigv4.verify(method, raw_path, headers, body, datetime.now(UTC), rotated)
+    with pytest.raises(SignatureDoesNotMatch):
+        verify(signed(secret="not-the-secret"))
+    assert verify(request).access_key == "AKIDEXAMPLE"
+
+
+class _SignsWithTodaysKey(SigV4Auth):  # type: ignore[misc]  # botocore is untyped
+    """Signs with the key derived for the day the test runs, whatever the request's date:
+    a request that only a key cached for the wrong day would accept."""
+
+    def signature(self, string_to_sign: str, request: AWSRequest) -> str:
+        today = datetime.now(UTC).strftime("%Y%m%d")
+        key = sigv4.signing_key(SECRETS["test"], today, "us-east-1", "sqs").key
+        return hmac.new(key, string_to_sign.encode(), "sha256").hexdigest()
+
+
+def test_a_cached_signing_key_does_not_verify_a_signature_for_another_day(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given today's key, cached by a request of today
+    verify(signed(key="test", secret=SECRETS["test"], region="us-east-1"))
+    # When a request dated tomorrow is signed with today's key
+    tomorrow = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: tomorrow)
+    request = AWSRequest(
+        method="POST",
+        url="http://127.0.0.1:9324/",
+        data=FORM,
+        headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"},
+    )
+    _SignsWithTodaysKey(Credentials("test", SECRETS["test"]), "sqs", "us-east-1").add_auth(request)
+    # Then it does not verify: tomorrow's scope derives tomorrow's key
+    with pytest.raises(SignatureDoesNotMatch, match="does not match the signature you provided"):
+        verify(received(request), now=tomorrow)
+
+
+@pytest.mark.parametrize("secret", ["test", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"])
+def test_a_prepared_signing_key_signs_as_hmac_sha256(secret: str) -> None:
+    key = sigv4.signing_key(secret, "20261126", "us-east-1", "sqs")
+    for message in (b"", b"x", b"AWS4-HMAC-SHA256\n" * 40):
+        assert key.sign(message) == hmac.digest(key.key, message, "sha256").hex().encode()

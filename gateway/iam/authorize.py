@@ -70,7 +70,40 @@ def policy_actions(action: str) -> tuple[str, ...]:
     return (f"sqs:{action}", f"sqs:{twin}") if twin else (f"sqs:{action}",)
 
 
+# Memoized decisions for callers whose identity policies have no conditions, on queues
+# without a policy: (principal ARN, access key, action, owner, resource) -> (the principal
+# object decided for, decision). Bounded like `Policy`'s memo.
+_DECIDED: dict[tuple[str, str | None, str, str, str], tuple[Principal, Decision]] = {}
+_MAX_DECIDED = 4096
+
+
 def decide(
+    principal: Principal, action: str, target: Target, conditions: Mapping[str, str]
+) -> Decision:
+    if target.queue_policy is not None or principal.anonymous:
+        return _decide(principal, action, target, conditions)
+    if principal.is_root and principal.account_id == target.owner_account:
+        # The owner's root credentials on a queue without a policy: nothing can deny them
+        # (the general rule gives the same answer, after building every fact).
+        return Decision.ALLOW
+    if not principal.unconditional:
+        return _decide(principal, action, target, conditions)
+    # No condition is read, so the decision depends only on who, what and which queue, which
+    # repeat from request to request (the embedded `test` user decided every request anew).
+    # The memo holds the principal it decided for: a principal rebuilt from a changed
+    # configuration is another object, and is decided again.
+    key = (principal.arn, principal.access_key, action, target.owner_account, target.resource_arn)
+    memo = _DECIDED.get(key)
+    if memo is not None and memo[0] is principal:
+        return memo[1]
+    decision = _decide(principal, action, target, conditions)
+    if len(_DECIDED) >= _MAX_DECIDED:
+        _DECIDED.clear()
+    _DECIDED[key] = (principal, decision)
+    return decision
+
+
+def _decide(
     principal: Principal, action: str, target: Target, conditions: Mapping[str, str]
 ) -> Decision:
     if (
@@ -79,8 +112,6 @@ def decide(
         and not principal.anonymous
         and principal.account_id == target.owner_account
     ):
-        # The owner's root credentials on a queue without a policy: nothing can deny them
-        # (the general rule below gives the same answer, after building every fact).
         return Decision.ALLOW
     facts = RequestFacts(
         principal_arn=principal.arn,

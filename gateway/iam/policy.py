@@ -130,6 +130,11 @@ class Policy:
     _decisions: dict[tuple[str, str | None, tuple[str, ...], str, bool], Decision] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # No statement has a condition: known at construction, asked on every request.
+    unconditional: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unconditional", not any(s.conditions for s in self.statements))
 
     @classmethod
     def parse(cls, text: str | Mapping[str, Any]) -> Policy:
@@ -151,10 +156,6 @@ class Policy:
         statements = tuple(_statement(s) for s in raw_statements)
         policy_id = document.get("Id")
         return cls(policy_id if isinstance(policy_id, str) else None, statements, document)
-
-    @property
-    def unconditional(self) -> bool:
-        return not any(s.conditions for s in self.statements)
 
     def evaluate(self, facts: RequestFacts, resource_policy: bool) -> Decision:
         """DENY, ALLOW or IMPLICIT_DENY; `resource_policy` for a queue's own policy."""

@@ -23,6 +23,11 @@ class Principal:
     user_name: str | None = None
     is_admin: bool = False
     policies: tuple[Policy, ...] = field(default=())
+    # None of `policies` has a condition: its decisions can be memoized (`iam.authorize`).
+    unconditional: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unconditional", all(p.unconditional for p in self.policies))
 
     @property
     def anonymous(self) -> bool:

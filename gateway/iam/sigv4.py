@@ -58,14 +58,24 @@ class Verified:
 
 
 @value_class
-class _Signed:
-    """The parts of a signature, from the Authorization header or the presigned query."""
+class _Scope:
+    """A signature's credential scope and signed headers: every request of a client names the
+    same ones all day, so the header's are parsed once (`_header_scope`)."""
 
     access_key: str
     date: str  # YYYYMMDD of the scope
     region: str
     service: str
     signed_headers: tuple[str, ...]
+    signed_header_list: str  # the names joined by ";", as in the canonical request
+    credential_scope: str  # date/region/service/aws4_request
+
+
+@value_class
+class _Signed:
+    """The parts of a signature, from the Authorization header or the presigned query."""
+
+    scope: _Scope
     signature: str
     amz_date: datetime
     amz_date_text: str
@@ -99,15 +109,16 @@ def verify(
         k in ("X-Amz-Signature", "X-Amz-Credential") for k, _ in pairs
     )
     signed = _from_query(pairs) if presigned else _from_header(headers)
-    if signed.service != SERVICE:
+    scope = signed.scope
+    if scope.service != SERVICE:
         raise SignatureDoesNotMatch(f"Credential should be scoped to correct service: '{SERVICE}'.")
     day = signed.amz_date_text[:8]  # YYYYMMDD of the request's own (ISO-8601 basic) date
-    if day != signed.date:
+    if day != scope.date:
         raise SignatureDoesNotMatch(
             "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
-            f"from HTTP: '{signed.date}' != '{day}', from '{signed.amz_date_text}'."
+            f"from HTTP: '{scope.date}' != '{day}', from '{signed.amz_date_text}'."
         )
-    secret = secret_of(signed.access_key)
+    secret = secret_of(scope.access_key)
     if secret is None:
         raise InvalidClientTokenId("The security token included in the request is invalid.")
     _check_time(signed, pairs, presigned, now)
@@ -118,49 +129,77 @@ def verify(
         payload_hashes = [body_hash, UNSIGNED_PAYLOAD]
     else:
         payload_hashes = [headers.get("x-amz-content-sha256") or body_hash]
-    key = signing_key(secret, signed.date, signed.region, signed.service)
-    scope = f"{signed.date}/{signed.region}/{signed.service}/aws4_request"
+    # Keyed by the secret too: a changed secret, or a scope of another day, region or
+    # service, derives its own key.
+    key = signing_key(secret, scope.date, scope.region, scope.service)
     canonical_head = "\n".join(
         [
             method.upper(),
             _canonical_path(path),
             _canonical_query(pairs) if pairs else "",
-            _canonical_headers(headers, signed.signed_headers),
-            ";".join(signed.signed_headers),
+            _canonical_headers(headers, scope.signed_headers),
+            scope.signed_header_list,
         ]
     )
+    sign_head = f"{ALGORITHM}\n{signed.amz_date_text}\n{scope.credential_scope}\n"
     signature = signed.signature.encode()
     matched = False
     for payload_hash in payload_hashes:
         canonical = f"{canonical_head}\n{payload_hash}"
-        string_to_sign = "\n".join(
-            [ALGORITHM, signed.amz_date_text, scope, hashlib.sha256(canonical.encode()).hexdigest()]
-        )
-        expected = hmac.digest(key, string_to_sign.encode(), "sha256").hex()
-        matched |= hmac.compare_digest(expected.encode(), signature)
+        string_to_sign = sign_head + hashlib.sha256(canonical.encode()).hexdigest()
+        expected = key.sign(string_to_sign.encode())
+        matched |= hmac.compare_digest(expected, signature)
     if not matched:
         raise SignatureDoesNotMatch(
             "The request signature we calculated does not match the signature you provided. "
             "Check your AWS Secret Access Key and signing method. Consult the service "
             "documentation for details."
         )
-    return Verified(signed.access_key, signed.region)
+    return Verified(scope.access_key, scope.region)
+
+
+class SigningKey:
+    """A derived SigV4 signing key, ready to sign: HMAC-SHA256 with its two padded-key
+    hashes computed once.
+
+    `hmac.digest` costs 2.4 µs a call here (OpenSSL 3 looks the digest up on every call);
+    copying the two prepared SHA-256 states costs 1.0 µs, for the same HMAC (RFC 2104).
+    """
+
+    __slots__ = ("key", "_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        block = key.ljust(_SHA256_BLOCK, b"\0")  # a derived key is 32 bytes: never hashed first
+        self._inner = hashlib.sha256(block.translate(_IPAD))
+        self._outer = hashlib.sha256(block.translate(_OPAD))
+
+    def sign(self, message: bytes) -> bytes:
+        """HMAC-SHA256 of `message`, in lower-case hex (ASCII bytes)."""
+        inner = self._inner.copy()
+        inner.update(message)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest().encode()
+
+
+_SHA256_BLOCK = 64
+_IPAD = bytes(b ^ 0x36 for b in range(256))
+_OPAD = bytes(b ^ 0x5C for b in range(256))
 
 
 @lru_cache(maxsize=256)
-def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+def signing_key(secret: str, date: str, region: str, service: str) -> SigningKey:
     key = ("AWS4" + secret).encode()
     for part in (date, region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    return key
+    return SigningKey(key)
 
 
 # -- the parts of a signature --------------------------------------------------------------
 
 
 def _header_params(authorization: str) -> dict[str, str]:
-    # Only the signature changes from one request of a client to the next: the rest (the
-    # credential scope and the signed headers) is parsed once per client and day.
     head, separator, signature = authorization.rpartition(", Signature=")
     if separator and signature and _PARAM_VALUE.fullmatch(signature):
         return {**_head_params(head), "Signature": signature}
@@ -174,8 +213,34 @@ def _head_params(head: str) -> dict[str, str]:
     return dict(_PARAM.findall(rest))
 
 
+@lru_cache(maxsize=256)
+def _header_scope(head: str) -> _Scope | None:
+    """The scope an Authorization header names before `, Signature=`, or None when it lacks
+    a part or has a malformed one (`_from_header` then says which, as before).
+
+    Only the signature changes from one request of a client to the next: the rest is parsed
+    once per client and day.
+    """
+    if head.split(" ", 1)[0] != ALGORITHM:
+        return None
+    params = _head_params(head)
+    credential, signed_headers = params.get("Credential"), params.get("SignedHeaders")
+    if credential is None or signed_headers is None:
+        return None
+    try:
+        return _scope(credential, signed_headers)
+    except IncompleteSignature:
+        return None
+
+
 def _from_header(headers: Mapping[str, str]) -> _Signed:
     authorization = headers.get("Authorization", "")
+    amz_date_text = headers.get("X-Amz-Date")
+    head, separator, signature = authorization.rpartition(", Signature=")
+    if separator and signature and amz_date_text is not None and _PARAM_VALUE.fullmatch(signature):
+        scope = _header_scope(head)
+        if scope is not None:  # else the checks below find what is wrong
+            return _Signed(scope, signature, _parse_amz_date(amz_date_text), amz_date_text)
     algorithm = authorization.split(" ", 1)[0]
     if algorithm != ALGORITHM:
         raise IncompleteSignature(f"Unsupported AWS 'algorithm': '{algorithm}'.")
@@ -185,7 +250,6 @@ def _from_header(headers: Mapping[str, str]) -> _Signed:
         for name in ("Credential", "Signature", "SignedHeaders")
         if name not in params
     ]
-    amz_date_text = headers.get("X-Amz-Date")
     if amz_date_text is None and "Date" not in headers:
         missing.append(
             "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
@@ -203,9 +267,8 @@ def _from_header(headers: Mapping[str, str]) -> _Signed:
                 f"Date must be in ISO-8601 'basic format'. Got '{amz_date_text}'."
             ) from None
         amz_date_text = amz_date.strftime(_AMZ_DATE)
-    return _signed(
-        params["Credential"], params["SignedHeaders"], params["Signature"], amz_date, amz_date_text
-    )
+    scope = _scope(params["Credential"], params["SignedHeaders"])
+    return _Signed(scope, params["Signature"], amz_date, amz_date_text)
 
 
 def _from_query(pairs: list[tuple[str, str]]) -> _Signed:
@@ -226,33 +289,26 @@ def _from_query(pairs: list[tuple[str, str]]) -> _Signed:
     if query["X-Amz-Algorithm"] != ALGORITHM:
         raise IncompleteSignature(f"Unsupported AWS 'algorithm': '{query['X-Amz-Algorithm']}'.")
     amz_date = _parse_amz_date(query["X-Amz-Date"])
-    return _signed(
-        query["X-Amz-Credential"],
-        query["X-Amz-SignedHeaders"],
-        query["X-Amz-Signature"],
-        amz_date,
-        query["X-Amz-Date"],
-    )
+    scope = _scope(query["X-Amz-Credential"], query["X-Amz-SignedHeaders"])
+    return _Signed(scope, query["X-Amz-Signature"], amz_date, query["X-Amz-Date"])
 
 
-def _signed(
-    credential: str, signed_headers: str, signature: str, amz_date: datetime, amz_date_text: str
-) -> _Signed:
+def _scope(credential: str, signed_headers: str) -> _Scope:
     parts = credential.split("/")
     if len(parts) != 5 or parts[4] != "aws4_request" or not parts[0]:
         raise IncompleteSignature(
             f"Credential must have exactly 5 slash-delimited elements, e.g. "
             f"keyid/date/region/service/term, got '{credential}'"
         )
-    return _Signed(
+    names = _signed_header_names(signed_headers)
+    return _Scope(
         access_key=parts[0],
         date=parts[1],
         region=parts[2],
         service=parts[3],
-        signed_headers=_signed_header_names(signed_headers),
-        signature=signature,
-        amz_date=amz_date,
-        amz_date_text=amz_date_text,
+        signed_headers=names,
+        signed_header_list=";".join(names),
+        credential_scope=f"{parts[1]}/{parts[2]}/{parts[3]}/aws4_request",
     )
 
 
