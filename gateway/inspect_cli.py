@@ -22,8 +22,8 @@ WAL included). The alternative, an admin endpoint on the running gateway, was no
 * the gateway's port is the SQS endpoint, and SigV4 is not enforced yet: an admin route there
   would hand queue internals to anyone who can reach it;
 * nothing in the read path can disturb the gateway: no request competes with SQS traffic,
-  and the view never writes (its `write` raises; the counters' sweep is computed into a
-  discarded batch, `LeaseStore.partition_state`).
+  and the view never writes (its `write` raises; the counters' sweep changes only what the
+  view holds in memory, `LeaseStore.partition_state`).
 
 Read-only beats a RocksDB secondary instance here: a secondary needs a scratch directory and
 its open was measured to take up to a minute under sustained writes; the read-only open takes

@@ -2,7 +2,7 @@
 
 Wake-ups come from events, not polling: a record ingested into the queue, a visibility
 change, the queue being deleted, or the waiter's own timer set to the earliest moment a lease
-or delay ends (the caller computes it from the lease store's visibility index).
+or delay ends (the caller computes it from the lease store's in-memory visibility).
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
 """Scan floors: where the live keys of an index range begin, so scans skip the dead ones.
 
-The lease store deletes index keys constantly (every receive moves a message's visibility
-entry, every delete removes its entries). In RocksDB a deleted key stays behind as a
-tombstone until compaction reaches it, and a seek walks over every tombstone between the
-seek key and the first live key. The visibility index is scanned from the start of a
-partition's range on every receive, so without help each receive walked over the entries of
-every message received since the last compaction: measured in process on workload (a)'s
+The lease store deletes keys constantly (every delete removes a message's fact and its
+expiry entry). In RocksDB a deleted key stays behind as a tombstone until compaction reaches
+it, and a seek walks over every tombstone between the seek key and the first live key. When
+the visibility index was on disk (until format 3) it was scanned from the start of a
+partition's range on every receive, and without floors each receive walked over the entries
+of every message received since the last compaction: measured in process on workload (a)'s
 pattern, the lease-store cost per message reached 24.7 ms after 8,000 messages (0.9 ms with
-floors and iterators bounded by the end of their range; bench/results/PROFILE.md).
+floors and iterators bounded by the end of their range; bench/results/PROFILE.md). The facts
+(`backlog_start`, a partition's load) and the expiry index (`expire`, the oldest message) are
+scanned from their start the same way.
 
 A floor is a key of a region (an index tag and a partition) below which the region holds no
 live key. Scans start at the floor instead of the region's start, and a scan that starts at

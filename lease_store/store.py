@@ -886,7 +886,7 @@ class LeaseStore:
     def _require_fact(self, pk: PartitionKey, offset: int) -> LeaseFact:
         fact = self.fact(pk, offset)
         if fact is None:
-            raise RuntimeError(f"visibility index names offset {offset} without a lease fact")
+            raise RuntimeError(f"the visibility names offset {offset} without a lease fact")
         return fact
 
     def _message(self, pk: PartitionKey, offset: int) -> StoredMessage:
