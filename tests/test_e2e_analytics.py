@@ -7,8 +7,9 @@ run once over everything there (availableNow) and their Kafka and Parquet output
 to the workload's numbers, exactly.
 
 The Parquet sinks only get closed windows, i.e. windows whose end the watermark has passed.
-With a watermark of 0 s that happens once any event (the gateway's periodic `gauges`) is
-stamped in a later minute, so the test waits for such an event before running the jobs.
+With a watermark of 0 s that happens once any event is stamped in a later minute, so before
+running the jobs the test publishes one (as a Kafka-native producer would) instead of waiting
+up to a minute for the gateway's periodic `gauges` of the next minute.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -30,6 +31,7 @@ from spark_streaming.settings import EVENTS_TOPIC, AnalyticsSettings
 from tests.harness import ACCOUNT_ID, REGION, GatewayProcess
 from tests.test_e2e_events import events_published, read_events
 from tests.workload import Workload, run_workload
+from topology import event_format
 
 WAIT_S = 150.0
 COUNT_METRICS = {
@@ -63,29 +65,15 @@ def read_topic(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return values
 
 
-def wait_for_an_event_stamped_at_or_after(bootstrap: str, ts_ms: int) -> None:
-    """Wait until the newest record of some `__kqs_events` partition has `ts` >= `ts_ms`."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}"})
-    deadline = time.monotonic() + WAIT_S
-    try:
-        partitions = consumer.list_topics(EVENTS_TOPIC, timeout=10).topics[EVENTS_TOPIC].partitions
-        while True:
-            for partition in partitions:
-                _, high = consumer.get_watermark_offsets(
-                    TopicPartition(EVENTS_TOPIC, partition), 10
-                )
-                consumer.assign([TopicPartition(EVENTS_TOPIC, partition, max(high - 1, 0))])
-                msg = consumer.poll(5.0)
-                if (
-                    msg is not None
-                    and msg.error() is None
-                    and json.loads(msg.value() or b"{}").get("ts", 0) >= ts_ms
-                ):
-                    return
-            assert time.monotonic() < deadline, "no event of a later minute was published"
-            time.sleep(1.0)
-    finally:
-        consumer.close()
+def publish_an_event_stamped_at(bootstrap: str, ts_ms: int) -> None:
+    """A Kafka-native producer's `sent` event of a queue of its own, stamped `ts_ms`: to the
+    jobs it is what the gateway's first event of a later minute would be (it moves the
+    watermark past the windows before it), without waiting for the clock to get there."""
+    queue = f"clock-{uuid.uuid4().hex[:8]}"
+    event = event_format.sent(ts_ms, ACCOUNT_ID, queue, [("m-clock", 1)], region=REGION)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(EVENTS_TOPIC, json.dumps(event).encode(), f"{ACCOUNT_ID}/{queue}".encode())
+    assert producer.flush(WAIT_S) == 0, "the later event was not acknowledged"
 
 
 def latest(records: list[dict[str, Any]], *key: str) -> list[dict[str, Any]]:
@@ -108,7 +96,7 @@ def test_spark_metrics_and_dlq_analytics_equal_a_known_workload_exactly(
     colored_dlq = dead_letter_with_attributes(sqs, ["red", "red", "blue"])
     events_published(gateway.endpoint)
     next_minute_ms = (time.time_ns() // 60_000_000_000 + 1) * 60_000
-    wait_for_an_event_stamped_at_or_after(kafka_bootstrap, next_minute_ms)
+    publish_an_event_stamped_at(kafka_bootstrap, next_minute_ms)
     tag = uuid.uuid4().hex[:8]
     settings = replace(
         AnalyticsSettings(),

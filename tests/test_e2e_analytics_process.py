@@ -8,15 +8,16 @@ reads the history.
 
 A 15-minute run (what the issue measured) cannot fit in CI. What made the old loop slow was
 the size of that history, which Spark caps at `spark.sql.streaming.numRecentProgressUpdates`
-= 100 entries per query: with the default triggers, 15 minutes are 90 batches of each Kafka
-query (10 s) and 15 of each Parquet query (60 s). So the bounded equivalent keeps the
-default ratio at a 50 times faster pace (0.2 s and 1.2 s triggers) with a steady stream of
-events until each Kafka query has run more than 100 batches (a full history) and each
-Parquet query more than 16 (over 15 minutes' worth), then sends SIGTERM. (Measured once with
-every query at 0.2 s until all four passed 100 batches: 458 batch lines in 450 s, the
-latest 0.33 s after its batch, exit 6.1 s after SIGTERM; too long for every CI run.) It checks that every batch line reached
-the reader within a few seconds of the batch's end, that the process exits 0 within 10 s of
-the signal, and that nothing was left in the directory it was started from.
+(100 entries per query by default). So the bounded equivalent sets that cap to 20 (through
+`PYSPARK_SUBMIT_ARGS`, as a user would pass `--conf`), keeps the default triggers' ratio (10 s
+Kafka, 60 s Parquet) at a 50 times faster pace (0.2 s and 1.2 s) with a steady stream of
+events until each Kafka query has run more than 20 batches (a full history) and each Parquet
+query more than 4, then sends SIGTERM. (Measured once with the default cap and every query at
+0.2 s until all four passed 100 batches: 458 batch lines in 450 s, the latest 0.33 s after its
+batch, exit 6.1 s after SIGTERM; with the default cap and the 100/16 batches of the default
+ratio this test took ~240 s of CI.) It checks that every batch line reached the reader within a
+few seconds of the batch's end, that the process exits 0 within 10 s of the signal, and that
+nothing was left in the directory it was started from.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ from confluent_kafka import Producer
 from spark_streaming.settings import EVENTS_TOPIC
 from tests.harness import ACCOUNT_ID, GatewayProcess
 
-# Batches each query must have run: more than a full progress history (numRecentProgressUpdates
-# = 100) for the Kafka queries, and as many as 16 minutes give the Parquet ones.
-QUERIES = {"metrics-kafka": 100, "dlq-kafka": 100, "metrics-parquet": 16, "dlq-parquet": 16}
+# The progress history Spark keeps per query (`numRecentProgressUpdates`; its default is 100).
+HISTORY = 20
+# Batches each query must have run: more than a full progress history for the Kafka queries,
+# and the Parquet ones as many as the default triggers' ratio (10 s to 60 s) gives.
+QUERIES = {"metrics-kafka": HISTORY, "dlq-kafka": HISTORY, "metrics-parquet": 4, "dlq-parquet": 4}
 LINE_LAG_S = 5.0
 STOP_S = 10.0
 RUN_DEADLINE_S = 900.0
@@ -88,7 +91,13 @@ def test_batch_lines_come_as_batches_finish_and_stop_is_prompt_after_a_full_hist
             "--starting-offsets", "latest", "--dashboard-port", "0", "--log-format", "json",
         ],
         cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        env={
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_SUBMIT_ARGS": (
+                f"--conf spark.sql.streaming.numRecentProgressUpdates={HISTORY} pyspark-shell"
+            ),
+        },
     )  # fmt: skip
     lines: list[tuple[float, dict[str, Any]]] = []
     other: list[str] = []
@@ -105,7 +114,7 @@ def test_batch_lines_come_as_batches_finish_and_stop_is_prompt_after_a_full_hist
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        # When the queries have run more batches than 15 minutes at the default triggers give
+        # When the queries have run more batches than a full history holds
         deadline = time.monotonic() + RUN_DEADLINE_S
         while True:
             batches = Counter(e["query"] for _, e in lines if e.get("msg") == "batch")
