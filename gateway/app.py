@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 from aiohttp import ClientPayloadError, web
 from confluent_kafka import KafkaException
@@ -40,6 +41,7 @@ from gateway.gauges import publish_gauges
 from gateway.group_check import warn_if_group_gateways
 from gateway.iam.config import Directory, load_directory
 from gateway.internal_api import internal_handler
+from gateway.lean_http import Handler, LeanFront, LeanRequest
 from gateway.lease_recovery import open_lease_store
 from gateway.messages import MessageService
 from gateway.metrics import CONTENT_TYPE, QueueGauge, RequestMetrics, Snapshot, render
@@ -80,6 +82,7 @@ RUNTIME = web.AppKey("runtime", Runtime)
 SIGNALS = web.AppKey("signals", QueueSignals)
 REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
 DIRECTORY = web.AppKey("directory", Directory)
+INTERNAL_HANDLER: web.AppKey[Handler] = web.AppKey("internal_handler")
 
 
 def receipt_secret(settings: Settings) -> bytes:
@@ -453,12 +456,27 @@ def build_app(
     app.on_shutdown.append(_answer_long_polls)
     app.router.add_get("/health", _health)
     app.router.add_get("/metrics", _metrics)  # before the catch-all: SQS is served on any path
-    app.router.add_post(
-        f"{INTERNAL_PATH}{{operation}}",
-        internal_handler(receipt_secret(settings), _runtime),
-    )
+    internal = internal_handler(receipt_secret(settings), _runtime)
+    app[INTERNAL_HANDLER] = internal
+    app.router.add_post(f"{INTERNAL_PATH}{{operation}}", internal)
     app.router.add_route("*", "/{tail:.*}", _handle)
     return app
+
+
+def lean_front(app: web.Application) -> LeanFront:
+    """The lean HTTP front (`KQS_HTTP_FRONT=lean`) over this application's handlers, routed
+    as `build_app` routes them."""
+    routes = {("GET", "/health"): _health, ("GET", "/metrics"): _metrics}
+
+    def client_gone(request: LeanRequest) -> None:
+        # As `_answer` reports a body aiohttp could not read to the end.
+        log.info("client disconnected mid-request", extra={"request_id": new_request_id()})
+        protocol = detect_protocol(cast(web.Request, request))
+        app[REQUEST_METRICS].observe("unknown", protocol.value, _CLIENT_GONE.code, 0.0, False)
+
+    return LeanFront(
+        app, routes, INTERNAL_PATH, app[INTERNAL_HANDLER], _handle, app[IN_FLIGHT], client_gone
+    )
 
 
 def _runtime(request: web.Request) -> Runtime:

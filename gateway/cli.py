@@ -23,11 +23,12 @@ from aiohttp import web_app as aiohttp_web_app
 
 from dashboard.cli import add_dashboard_subcommand
 from gateway import logs
-from gateway.app import build_app, drain, receipt_secret
+from gateway.app import build_app, drain, lean_front, receipt_secret
 from gateway.config import Settings
 from gateway.hand_over import retire_worker_copies
 from gateway.iam.config import ConfigError, Directory, load_directory
 from gateway.inspect_cli import add_inspect_subcommand
+from gateway.lean_http import LeanFront
 from gateway.workers import cpu_count, die_with_supervisor, run_workers, worker_index
 from spark_streaming.cli import add_analytics_subcommand
 from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker
@@ -116,13 +117,7 @@ async def _run_gateway(settings: Settings, directory: Directory, pool_worker: bo
     # that started in the instant between the two.
     runner = web.AppRunner(app, shutdown_timeout=5)
     await runner.setup()
-    sites: list[web.BaseSite] = [
-        web.TCPSite(runner, settings.host, settings.port, reuse_port=pool_worker)
-    ]
-    if private is not None:
-        sites.append(web.SockSite(runner, private))
-    for site in sites:
-        await site.start()
+    listening = await _listen(app, runner, settings, private, reuse_port=pool_worker)
     log.info(
         "listening",
         extra={
@@ -138,15 +133,67 @@ async def _run_gateway(settings: Settings, directory: Directory, pool_worker: bo
     await stop.wait()
     began = time.monotonic()
     log.info("shutting down: draining requests")
-    for site in sites:
-        await site.stop()  # the listening sockets close first: no new connections
+    await listening.stop_accepting()  # the listening sockets close first: no new connections
     unfinished = await drain(app, DRAIN_TIMEOUT_S)
     if unfinished:
         log.warning(
             "requests still running after the drain timeout", extra={"requests": unfinished}
         )
+    listening.close_connections()
     await runner.cleanup()
     log.info("shut down", extra={"seconds": round(time.monotonic() - began, 3)})
+
+
+HTTP_FRONTS = ("lean", "aiohttp")  # KQS_HTTP_FRONT: gateway/lean_http.py, or aiohttp's server
+
+
+class _Listening:
+    """The sockets the gateway accepts connections on, through either HTTP front."""
+
+    def __init__(
+        self, sites: list[web.BaseSite], servers: list[asyncio.Server], front: LeanFront | None
+    ) -> None:
+        self._sites, self._servers, self._front = sites, servers, front
+
+    async def stop_accepting(self) -> None:
+        for site in self._sites:
+            await site.stop()
+        for server in self._servers:
+            server.close()
+
+    def close_connections(self) -> None:
+        """After the drain (the aiohttp front's connections close with its runner)."""
+        if self._front is not None:
+            self._front.close_idle()
+
+
+async def _listen(
+    app: web.Application,
+    runner: web.AppRunner,
+    settings: Settings,
+    private: socket.socket | None,
+    reuse_port: bool,
+) -> _Listening:
+    if settings.http_front == "lean":
+        front = lean_front(app)
+        loop = asyncio.get_running_loop()
+        servers = [
+            await loop.create_server(
+                front.protocol, settings.host, settings.port, reuse_port=reuse_port or None
+            )
+        ]
+        if private is not None:
+            servers.append(await loop.create_server(front.protocol, sock=private))
+        log.info("HTTP front", extra={"front": "lean"})
+        return _Listening([], servers, front)
+    sites: list[web.BaseSite] = [
+        web.TCPSite(runner, settings.host, settings.port, reuse_port=reuse_port)
+    ]
+    if private is not None:
+        sites.append(web.SockSite(runner, private))
+    for site in sites:
+        await site.start()
+    return _Listening(sites, [], None)
 
 
 def _private_socket(host: str) -> socket.socket:
@@ -206,6 +253,11 @@ def serve(args: argparse.Namespace) -> int:
         die_with_supervisor()
     else:
         logs.configure(settings.log_format)
+    if settings.http_front not in HTTP_FRONTS:
+        sys.stderr.write(
+            f"kqs: KQS_HTTP_FRONT is {settings.http_front!r}; use one of {', '.join(HTTP_FRONTS)}\n"
+        )
+        return 2
     try:
         workers = 1 if args.pool_worker else _worker_count(str(args.workers))
         directory = load_directory(

@@ -68,6 +68,9 @@ class Settings:
     produce_bulk_linger_ms: int = field(
         default_factory=lambda: _env_int("KQS_PRODUCE_BULK_LINGER_MS", DEFAULT_BULK_LINGER_MS)
     )
+    # What accepts HTTP connections: "lean" (gateway/lean_http.py: httptools feeding the
+    # application's handlers, ~80 µs less CPU per request) or "aiohttp" (aiohttp's own server).
+    http_front: str = field(default_factory=lambda: os.environ.get("KQS_HTTP_FRONT", "lean"))
     # Consumers the queue topics are read by, one gateway (topology/ingest.py IngestShards).
     # 1 until more is shown to pay: with 8, 10,000 queues × 20 messages sent no faster and
     # cost 1 GB more RSS and half the queue-creation rate (bench/results/PROFILE.md, session 8).

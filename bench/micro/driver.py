@@ -1,10 +1,11 @@
-"""Raw HTTP bytes into the gateway's aiohttp server protocol, without a socket.
+"""Raw HTTP bytes into the gateway's HTTP front, without a socket.
 
-`Connection` is one keep-alive client connection: a `RequestHandler` of the app's
-`web.Server` (what aiohttp creates for each accepted TCP connection) attached to a transport
-that keeps what the server writes. A request is fed to `data_received` as the event loop
-would after a socket read, so aiohttp's HTTP parser, request objects, middlewares, routing and
-response writing all run; the socket calls themselves (recv, send, epoll) do not.
+`Connection` is one keep-alive client connection: the protocol the gateway's front creates
+for each accepted TCP connection (`KQS_HTTP_FRONT`: the lean front's `LeanProtocol`, or a
+`RequestHandler` of aiohttp's `web.Server`) attached to a transport that keeps what the server
+writes. A request is fed to `data_received` as the event loop would after a socket read, so
+the HTTP parser, the request objects, routing and response writing all run; the socket calls
+themselves (recv, send, epoll) do not.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import asyncio
 from typing import Any
 
 from aiohttp import web
+
+from gateway.app import lean_front
 
 
 class _Transport(asyncio.Transport):
@@ -63,10 +66,12 @@ class _Transport(asyncio.Transport):
 
 
 class Connection:
-    def __init__(self, runner: web.AppRunner) -> None:
+    def __init__(self, runner: web.AppRunner, front: str) -> None:
         server = runner.server
         assert server is not None, "runner.setup() first"
-        self._protocol = server()
+        self._protocol: asyncio.Protocol = (
+            lean_front(runner.app).protocol() if front == "lean" else server()
+        )
         self._buffer = bytearray()
         self._answer: asyncio.Future[tuple[int, bytes]] | None = None
         self._protocol.connection_made(_Transport(self))

@@ -112,11 +112,12 @@ class _Gateway:
         directory = load_directory("", settings.account_id, False)
         self.app = build_app(settings, directory=directory, kafka=self.kafka)
         self.runner = web.AppRunner(self.app, shutdown_timeout=5)
+        self.front = settings.http_front
         self.connection: Connection | None = None
 
     async def start(self) -> None:
         await self.runner.setup()
-        self.connection = Connection(self.runner)
+        self.connection = Connection(self.runner, self.front)
 
     async def stop(self) -> None:
         if self.connection is not None:

@@ -1,0 +1,275 @@
+"""The lean HTTP front (`gateway/lean_http.py`) over real sockets, with handlers of its own.
+
+What the gateway's handlers do is tested end to end through both fronts elsewhere (the e2e
+suites run on the default front; `test_e2e_http_fronts.py` runs a round trip on each); these
+tests hold the HTTP mechanics: what reaches a handler, the bytes written back, keep-alive and
+pipelining, the body limit, `Expect: 100-continue`, malformed requests, a client hanging up
+mid-body, and the in-flight count a shutdown's drain waits on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from gateway.lean_http import LeanFront, LeanRequest
+
+MAX_BODY = 1024
+INTERNAL = "/internal/v1/"
+
+
+@dataclass
+class InFlight:
+    count: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class Seen:
+    requests: list[dict[str, object]] = field(default_factory=list)
+    gone: list[LeanRequest] = field(default_factory=list)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def _describe(request: web.Request) -> dict[str, object]:
+    return {
+        "method": request.method,
+        "path": request.path,
+        "raw_path": request.raw_path,
+        "query": sorted(request.query.items()),
+        "target": request.headers.get("x-amz-target"),
+        "host": request.host,
+        "remote": request.remote,
+        "body": (await request.read()).decode(),
+    }
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[int, Seen, InFlight, LeanFront]]:
+    seen = Seen()
+    in_flight = InFlight()
+    in_flight.idle.set()
+    app = web.Application(client_max_size=MAX_BODY)
+
+    async def sqs(request: web.Request) -> web.Response:
+        described = await _describe(request)
+        seen.requests.append(described)
+        if described["body"] == "slow":
+            await seen.release.wait()
+        if described["body"] == "close":
+            response = web.Response(text="closing")
+            response.force_close()
+            return response
+        return web.json_response(described, headers={"X-Answer": "sqs"})
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def internal(request: web.Request) -> web.Response:
+        return web.json_response({"operation": request.match_info["operation"]})
+
+    async def refuses(request: web.Request) -> web.Response:
+        raise web.HTTPForbidden(text="no")
+
+    front = LeanFront(
+        app,
+        {("GET", "/health"): health, ("GET", "/forbidden"): refuses},
+        INTERNAL,
+        internal,
+        sqs,
+        in_flight,
+        seen.gone.append,
+    )
+    server = await asyncio.get_running_loop().create_server(front.protocol, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield port, seen, in_flight, front
+    finally:
+        seen.release.set()
+        front.close_idle()
+        server.close()
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines:
+        if line:
+            name, _, value = line.partition(": ")
+            headers[name.lower()] = value
+    body = await reader.readexactly(int(headers["content-length"]))
+    return int(status_line.split(" ")[1]), headers, body
+
+
+def _post(path: str, body: bytes, *extra: str) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", "Host: queue.example:9324", *extra]
+    lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+async def test_a_request_reaches_the_handler_whole_and_its_answer_comes_back(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, seen, in_flight, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        _post("/000000000000/a%20queue?Action=X&b=1+2&b=3&empty=", b"hello", "X-Amz-Target: T")
+    )
+    status, headers, body = await _read_answer(reader)
+    assert status == 200
+    assert headers["x-answer"] == "sqs"
+    assert headers["content-type"].startswith("application/json")
+    answer = json.loads(body)
+    assert answer == {
+        "method": "POST",
+        "path": "/000000000000/a queue",
+        "raw_path": "/000000000000/a%20queue?Action=X&b=1+2&b=3&empty=",
+        "query": [["Action", "X"], ["b", "1 2"], ["b", "3"], ["empty", ""]],
+        "target": "T",
+        "host": "queue.example:9324",
+        "remote": "127.0.0.1",
+        "body": "hello",
+    }
+    assert "connection" not in headers  # kept alive
+    assert in_flight.count == 0 and in_flight.idle.is_set()
+    writer.close()
+
+
+async def test_pipelined_requests_are_answered_in_order_on_one_connection(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, seen, _, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"".join(_post("/", f"body-{i}".encode()) for i in range(5)))
+    bodies = [json.loads((await _read_answer(reader))[2])["body"] for _ in range(5)]
+    assert bodies == [f"body-{i}" for i in range(5)]
+    writer.close()
+
+
+async def test_routes_health_internal_and_an_http_error_a_handler_raises(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, *_ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert json.loads((await _read_answer(reader))[2]) == {"status": "ok"}
+    writer.write(_post(f"{INTERNAL}receive", b"{}"))
+    assert json.loads((await _read_answer(reader))[2]) == {"operation": "receive"}
+    writer.write(b"GET /forbidden HTTP/1.1\r\nHost: x\r\n\r\n")
+    status, _, body = await _read_answer(reader)
+    assert (status, body) == (403, b"no")
+    writer.write(b"GET /health?Action=ListQueues HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert json.loads((await _read_answer(reader))[2]) == {"status": "ok"}
+    writer.close()
+
+
+async def test_connection_close_and_a_handler_forcing_close_end_the_connection(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, *_ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(_post("/", b"one", "Connection: close"))
+    _, headers, _ = await _read_answer(reader)
+    assert headers["connection"] == "close"
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(_post("/", b"close"))
+    _, headers, body = await _read_answer(reader)
+    assert (headers["connection"], body) == ("close", b"closing")
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+
+
+async def test_a_body_over_the_limit_reaches_the_handler_as_aiohttp_s_413_and_closes(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, seen, in_flight, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(_post("/", b"x" * (MAX_BODY + 1)))
+    status, headers, _ = await _read_answer(reader)
+    # The handler's `read` raised HTTPRequestEntityTooLarge, which the front answers.
+    assert status == 413
+    assert headers["connection"] == "close"
+    assert seen.requests == []
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert in_flight.count == 0
+    writer.close()
+
+
+async def test_expect_100_continue_is_answered_before_the_body(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, *_ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+    assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+    )
+    writer.write(b"body")
+    assert json.loads((await _read_answer(reader))[2])["body"] == "body"
+    writer.close()
+
+
+async def test_a_malformed_request_gets_400_and_the_connection_closes(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, seen, in_flight, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+    raw = await asyncio.wait_for(reader.read(), 5)
+    assert raw.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert seen.requests == [] and in_flight.count == 0
+    writer.close()
+
+
+async def test_a_client_hanging_up_mid_body_is_reported_and_no_longer_in_flight(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, seen, in_flight, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: T\r\nContent-Length: 100\r\n\r\nab")
+    await writer.drain()
+    for _ in range(100):
+        if in_flight.count:
+            break
+        await asyncio.sleep(0.01)
+    assert in_flight.count == 1 and not in_flight.idle.is_set()  # its headers arrived
+    writer.close()
+    for _ in range(100):
+        if seen.gone:
+            break
+        await asyncio.sleep(0.01)
+    assert [request.headers["X-Amz-Target"] for request in seen.gone] == ["T"]
+    assert in_flight.count == 0 and in_flight.idle.is_set()
+    assert seen.requests == []
+
+
+async def test_shutdown_closes_idle_connections_and_answers_the_busy_one_first(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, seen, in_flight, front = served
+    idle_reader, idle_writer = await asyncio.open_connection("127.0.0.1", port)
+    busy_reader, busy_writer = await asyncio.open_connection("127.0.0.1", port)
+    busy_writer.write(_post("/", b"slow"))
+    for _ in range(100):
+        if seen.requests:
+            break
+        await asyncio.sleep(0.01)
+    assert in_flight.count == 1
+    front.close_idle()
+    assert await asyncio.wait_for(idle_reader.read(), 5) == b""
+    seen.release.set()
+    _, headers, body = await _read_answer(busy_reader)
+    assert json.loads(body)["body"] == "slow"
+    assert headers["connection"] == "close"  # no keep-alive once shutting down
+    assert await asyncio.wait_for(busy_reader.read(), 5) == b""
+    assert in_flight.count == 0
+    idle_writer.close()
+    busy_writer.close()
