@@ -119,6 +119,16 @@ class LeanRequest:
         return self._body
 
 
+def _origin_form(url: bytes) -> str:
+    """The request target as path and query: an absolute-form target (`POST http://host/q`,
+    as sent to a proxy) loses its scheme and authority, as aiohttp's parser drops them."""
+    if not url.startswith(b"/") and b"://" in url:
+        parsed = httptools.parse_url(url)
+        path = parsed.path or b"/"
+        url = path + b"?" + parsed.query if parsed.query else path
+    return url.decode("latin-1")
+
+
 class LeanProtocol(asyncio.Protocol):
     """One client connection: httptools parses, the application's handlers answer."""
 
@@ -222,7 +232,7 @@ class LeanProtocol(asyncio.Protocol):
         return LeanRequest(
             self._front.app,
             self._parser.get_method().decode("ascii", "replace"),
-            self._url.decode("latin-1"),
+            _origin_form(self._url),
             CIMultiDictProxy(CIMultiDict(self._headers)),
             b"".join(self._body),
             self._remote,

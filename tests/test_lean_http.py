@@ -141,6 +141,17 @@ async def test_a_request_reaches_the_handler_whole_and_its_answer_comes_back(
     writer.close()
 
 
+async def test_an_absolute_form_target_reaches_the_handler_as_its_path_and_query(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, *_ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(_post("http://queue.example:9324/000000000000/q?Action=X", b"absolute"))
+    answer = json.loads((await _read_answer(reader))[2])
+    assert (answer["path"], answer["raw_path"]) == ("/000000000000/q", "/000000000000/q?Action=X")
+    writer.close()
+
+
 async def test_pipelined_requests_are_answered_in_order_on_one_connection(
     served: tuple[int, Seen, InFlight, LeanFront],
 ) -> None:
