@@ -475,7 +475,14 @@ def lean_front(app: web.Application) -> LeanFront:
         app[REQUEST_METRICS].observe("unknown", protocol.value, _CLIENT_GONE.code, 0.0, False)
 
     return LeanFront(
-        app, routes, INTERNAL_PATH, app[INTERNAL_HANDLER], _handle, app[IN_FLIGHT], client_gone
+        app,
+        routes,
+        INTERNAL_PATH,
+        app[INTERNAL_HANDLER],
+        _handle,
+        limits.MAX_REQUEST_BYTES,  # as `client_max_size` of aiohttp's front
+        app[IN_FLIGHT],
+        client_gone,
     )
 
 

@@ -52,6 +52,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+# The request line and headers together (aiohttp's parser allows 8,190 bytes per line and
+# field; SigV4 headers of an SQS request are well under 4 KB): over it, 400 and a closed
+# connection rather than memory held for a client that never ends its headers.
+_MAX_HEAD_BYTES = 64 * 1024
 # Reading stops while this many whole requests of one connection wait for their turn.
 _QUEUED_LIMIT = 16
 
@@ -73,7 +77,7 @@ class LeanRequest:
 
     __slots__ = (
         "app", "method", "raw_path", "path", "query_string", "headers", "remote", "host",
-        "match_info", "_body", "_query", "_too_large",
+        "match_info", "_body", "_query", "_too_large_for",
     )  # fmt: skip
 
     secure = False
@@ -88,7 +92,7 @@ class LeanRequest:
         body: bytes,
         remote: str | None,
         local_host: str,
-        too_large: bool = False,
+        too_large_for: int | None = None,
     ) -> None:
         self.app = app
         self.method = method
@@ -101,7 +105,7 @@ class LeanRequest:
         self.match_info: dict[str, str] = {}
         self._body = body
         self._query: MultiDictProxy[str] | None = None
-        self._too_large = too_large
+        self._too_large_for = too_large_for  # the limit its body went over
 
     @property
     def query(self) -> MultiDictProxy[str]:
@@ -111,10 +115,9 @@ class LeanRequest:
         return self._query
 
     async def read(self) -> bytes:
-        if self._too_large:  # what aiohttp's `read` raises, so the handlers answer alike
+        if self._too_large_for is not None:  # as aiohttp's `read` raises: handlers answer alike
             raise web.HTTPRequestEntityTooLarge(
-                max_size=self.app._client_max_size,
-                actual_size=len(self._body),
+                max_size=self._too_large_for, actual_size=self._too_large_for + 1
             )
         return self._body
 
@@ -141,6 +144,7 @@ class LeanProtocol(asyncio.Protocol):
         # The request being parsed.
         self._url = b""
         self._headers: list[tuple[str, str]] = []
+        self._head_size = 0
         self._body: list[bytes] = []
         self._size = 0
         self._too_large = False
@@ -186,15 +190,22 @@ class LeanProtocol(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url = b""
         self._headers = []
+        self._head_size = 0
         self._body = []
         self._size = 0
         self._too_large = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        self._head_size += len(url)
+        if self._head_size > _MAX_HEAD_BYTES:
+            raise httptools.HttpParserError("request target too long")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
+        self._head_size += len(name) + len(value)
+        if self._head_size > _MAX_HEAD_BYTES:
+            raise httptools.HttpParserError("request headers too long")
 
     def on_headers_complete(self) -> None:
         # In flight from here, as a request is on aiohttp's front once its handler starts:
@@ -237,7 +248,7 @@ class LeanProtocol(asyncio.Protocol):
             b"".join(self._body),
             self._remote,
             self._local_host,
-            self._too_large,
+            self._front.max_body if self._too_large else None,
         )
 
     def _enqueue(self, request: LeanRequest, keep_alive: bool) -> None:
@@ -303,6 +314,9 @@ class LeanProtocol(asyncio.Protocol):
         )
 
     def _refuse(self) -> None:
+        if self._begun:  # refused mid-body: no longer in flight (not a client hanging up)
+            self._begun = False
+            self._front.end()
         if self._transport is not None:
             self._transport.write(_BAD_REQUEST)
         self._close()
@@ -329,11 +343,12 @@ class LeanFront:
         internal_prefix: str,
         internal: Handler,
         sqs: Handler,
+        max_body: int,
         in_flight: InFlightCount,
         client_gone: Callable[[LeanRequest], None],
     ) -> None:
         self.app = app
-        self.max_body: int = app._client_max_size
+        self.max_body = max_body
         self._routes = routes
         self._internal_prefix = internal_prefix
         self._internal = internal

@@ -82,6 +82,7 @@ async def served() -> AsyncIterator[tuple[int, Seen, InFlight, LeanFront]]:
         INTERNAL,
         internal,
         sqs,
+        MAX_BODY,
         in_flight,
         seen.gone.append,
     )
@@ -234,6 +235,20 @@ async def test_a_malformed_request_gets_400_and_the_connection_closes(
     port, seen, in_flight, _ = served
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+    raw = await asyncio.wait_for(reader.read(), 5)
+    assert raw.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert seen.requests == [] and in_flight.count == 0
+    writer.close()
+
+
+async def test_endless_headers_get_400_and_the_connection_closes(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    port, seen, in_flight, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST / HTTP/1.1\r\nHost: x\r\n")
+    for i in range(100):
+        writer.write(f"X-Filler-{i}: {'f' * 1000}\r\n".encode())
     raw = await asyncio.wait_for(reader.read(), 5)
     assert raw.startswith(b"HTTP/1.1 400 Bad Request\r\n")
     assert seen.requests == [] and in_flight.count == 0
