@@ -454,8 +454,9 @@ def build_app(
     app[IN_FLIGHT] = InFlight()
     app[REQUEST_METRICS] = RequestMetrics()
     app.on_shutdown.append(_answer_long_polls)
-    app.router.add_get("/health", _health)
-    app.router.add_get("/metrics", _metrics)  # before the catch-all: SQS is served on any path
+    # Before the catch-all: SQS is served on any path.
+    for path, handler in _GET_ROUTES.items():
+        app.router.add_get(path, handler)
     internal = internal_handler(receipt_secret(settings), _runtime)
     app[INTERNAL_HANDLER] = internal
     app.router.add_post(f"{INTERNAL_PATH}{{operation}}", internal)
@@ -466,7 +467,7 @@ def build_app(
 def lean_front(app: web.Application) -> LeanFront:
     """The lean HTTP front (`KQS_HTTP_FRONT=lean`) over this application's handlers, routed
     as `build_app` routes them."""
-    routes = {("GET", "/health"): _health, ("GET", "/metrics"): _metrics}
+    routes = {("GET", path): handler for path, handler in _GET_ROUTES.items()}
 
     def client_gone(request: LeanRequest) -> None:
         # As `_answer` reports a body aiohttp could not read to the end.
@@ -575,6 +576,10 @@ async def _metrics(request: web.Request) -> web.Response:
         body=render(request.app[REQUEST_METRICS], snapshot).encode(),
         headers={"Content-Type": CONTENT_TYPE},
     )
+
+
+# The paths served apart from the SQS endpoint and the internal channel, on either front.
+_GET_ROUTES: dict[str, Handler] = {"/health": _health, "/metrics": _metrics}
 
 
 async def _handle(request: web.Request) -> web.Response:
