@@ -1,4 +1,8 @@
-"""The MD5 digests SQS returns and the SDKs verify (see SQS-REFERENCE.md, "Checksums")."""
+"""The MD5 digests SQS returns and the SDKs verify (see SQS-REFERENCE.md, "Checksums").
+
+The body's digest is `StoredMessage.md5_of_body`: computed once when a message is sent (or
+ingested from another producer) and stored with it, since every receive returns it.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +14,6 @@ from lease_store.records import AttributeValue
 
 _STRING_TRANSPORT = b"\x01"
 _BINARY_TRANSPORT = b"\x02"
-
-
-def md5_of_body(body: bytes) -> str:
-    return hashlib.md5(body).hexdigest()
 
 
 def _field(data: bytes) -> bytes:

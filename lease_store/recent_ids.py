@@ -1,8 +1,9 @@
-"""The MessageIds of recently received messages, so a delete need not read the message back.
+"""What a delete needs of recently received messages, so it need not read them back.
 
-A deletion's event names the message. Reading it from the store costs a read of the whole
-stored message (~1 KB, the largest read of a delete) to get 36 bytes; the receive that
-handed out the receipt handle had the message in hand moments before. An offset of a queue
+A deletion's event names the message, and its expiry-index key holds its SentTimestamp.
+Reading them from the store costs a read of the whole stored message (~1 KB, the largest read
+of a delete) to get 36 bytes, and a read of its lease fact for 8; the receive that handed out
+the receipt handle had both in hand moments before. Neither ever changes: an offset of a queue
 partition is one Kafka record, so an entry can never go stale (a re-created queue has a new
 partition prefix); the memory is bounded by keeping two generations of at most `size`
 entries each and dropping the older one whole when the newer one fills.
@@ -44,14 +45,16 @@ class Recent(Generic[K, V]):
 
 
 class RecentIds:
+    """`(MessageId, SentTimestamp)` of recently received messages, by partition and offset."""
+
     def __init__(self, size: int = 50_000) -> None:
-        self._ids: Recent[tuple[bytes, int], str] = Recent(size)
+        self._ids: Recent[tuple[bytes, int], tuple[str, int]] = Recent(size)
 
-    def remember(self, prefix: bytes, offset: int, message_id: str) -> None:
-        self._ids.remember((prefix, offset), message_id)
+    def remember(self, prefix: bytes, offset: int, message_id: str, sent_ms: int) -> None:
+        self._ids.remember((prefix, offset), (message_id, sent_ms))
 
-    def take(self, prefix: bytes, offset: int) -> str | None:
-        """The id remembered for this message, forgotten here (it is being deleted)."""
+    def take(self, prefix: bytes, offset: int) -> tuple[str, int] | None:
+        """What was remembered of this message, forgotten here (it is being deleted)."""
         return self._ids.take((prefix, offset))
 
     def __len__(self) -> int:

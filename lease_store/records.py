@@ -9,6 +9,7 @@ the Kafka log and a large backlog never sits in Python memory.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import struct
 from dataclasses import field
@@ -17,12 +18,17 @@ from lease_store.value_class import value_class
 
 _FACT = struct.Struct(">qqiqq")
 _U32 = struct.Struct(">I")
-# StoredMessage format 2: tag, sent ms, delay s, receive count, first receive ms, the byte
-# lengths of the 7 text fields and of the attributes' JSON (see `StoredMessage.encode`).
+# StoredMessage format 3: tag, sent ms, delay s, receive count, first receive ms, the MD5
+# digest of the body, the byte lengths of the 7 text fields and of the attributes' JSON (see
+# `StoredMessage.encode`). Format 2 (sessions 10-17) is the same without the digest.
+_V3 = struct.Struct(">Bqiiq16sIIIIIIII")
 _V2 = struct.Struct(">BqiiqIIIIIIII")
+_FORMAT_3 = 3
 _FORMAT_2 = 2
 _ABSENT = 0xFFFFFFFF  # the length of a text field that is None
-_ID_LENGTH_AT = 1 + 8 + 4 + 4 + 8  # where the MessageId's length sits in the header
+# Where the MessageId's length sits in the header of each format.
+_ID_LENGTH_AT = {_FORMAT_3: 1 + 8 + 4 + 4 + 8 + 16, _FORMAT_2: 1 + 8 + 4 + 4 + 8}
+_HEADER_SIZE = {_FORMAT_3: _V3.size, _FORMAT_2: _V2.size}
 # How a format-1 StoredMessage's JSON metadata begins, after its 4-byte length.
 _ID_PREFIX = b'{"id":"'
 
@@ -105,14 +111,24 @@ class StoredMessage:
     # message takes part in deduplication (not on a copy moved to a dead-letter queue).
     deduplication_id: str | None = None
     deduplication_scope: str | None = None
+    # The body's MD5 digest (16 bytes) when known: the send that built the message computed
+    # it for its answer, and the stored form keeps it, so that a receive, which must return
+    # it, does not hash every body again (~2 µs per KB). Empty: `encode` computes it. Not
+    # compared: a message is the same whether or not its digest was computed yet.
+    body_md5: bytes = field(default=b"", compare=False)
+
+    def md5_of_body(self) -> str:
+        """MD5OfBody / MD5OfMessageBody, as SQS returns them (hex)."""
+        return (self.body_md5 or hashlib.md5(self.body).digest()).hex()
 
     def encode(self) -> bytes:
-        """The stored form (format 2): a fixed header, the text fields, attributes, body.
+        """The stored form (format 3): a fixed header, the text fields, attributes, body.
 
-        Header (`_V2`): the tag 2, SentTimestamp, delay, receive count, first-receive time,
-        then the byte length of each text field in `_texts` order (`_ABSENT` for None) and of
-        the attributes' JSON (0 for none). Binary rather than JSON because every message is
-        encoded once and decoded at each receive: this is ~2× cheaper both ways.
+        Header (`_V3`): the tag 3, SentTimestamp, delay, receive count, first-receive time,
+        the body's MD5 digest, then the byte length of each text field in `_texts` order
+        (`_ABSENT` for None) and of the attributes' JSON (0 for none). Binary rather than
+        JSON because every message is encoded once and decoded at each receive: this is ~2×
+        cheaper both ways.
         """
         texts = [t.encode() if t is not None else None for t in self._texts()]
         attrs = (
@@ -122,12 +138,13 @@ class StoredMessage:
             if self.attributes
             else b""
         )
-        head = _V2.pack(
-            _FORMAT_2,
+        head = _V3.pack(
+            _FORMAT_3,
             self.sent_ms,
             self.delay_s,
             self.receive_count,
             self.first_receive_ms,
+            self.body_md5 or hashlib.md5(self.body).digest(),
             *[len(t) if t is not None else _ABSENT for t in texts],
             len(attrs),
         )
@@ -147,10 +164,11 @@ class StoredMessage:
     @staticmethod
     def id_of(raw: bytes) -> str:
         """The MessageId of an encoded message, without decoding the rest (a delete's event
-        needs only this): both formats hold it first."""
-        if raw[0] == _FORMAT_2:
-            (length,) = _U32.unpack_from(raw, _ID_LENGTH_AT)
-            return raw[_V2.size : _V2.size + length].decode()
+        needs only this): every format holds it first."""
+        if raw[0] in _HEADER_SIZE:
+            (length,) = _U32.unpack_from(raw, _ID_LENGTH_AT[raw[0]])
+            start = _HEADER_SIZE[raw[0]]
+            return raw[start : start + length].decode()
         start = 4 + len(_ID_PREFIX)
         if raw.startswith(_ID_PREFIX, 4):
             end = raw.find(b'"', start)
@@ -160,12 +178,17 @@ class StoredMessage:
 
     @classmethod
     def decode(cls, raw: bytes) -> StoredMessage:
-        if raw[0] != _FORMAT_2:
+        if raw[0] == _FORMAT_3:
+            (_, sent_ms, delay_s, receive_count, first_receive_ms, body_md5, *lengths) = (
+                _V3.unpack_from(raw)
+            )
+            at = _V3.size
+        elif raw[0] == _FORMAT_2:
+            (_, sent_ms, delay_s, receive_count, first_receive_ms, *lengths) = _V2.unpack_from(raw)
+            body_md5, at = b"", _V2.size
+        else:
             return cls._decode_format_1(raw)
-        (_, sent_ms, delay_s, receive_count, first_receive_ms, *lengths, attrs_length) = (
-            _V2.unpack_from(raw)
-        )
-        at = _V2.size
+        attrs_length = lengths.pop()
         texts: list[str | None] = []
         for length in lengths:
             if length == _ABSENT:
@@ -195,6 +218,7 @@ class StoredMessage:
             first_receive_ms=first_receive_ms,
             deduplication_id=dedup_id,
             deduplication_scope=dedup_scope,
+            body_md5=body_md5,
         )
 
     @classmethod

@@ -375,21 +375,22 @@ class LeaseStore:
         named twice) are left out. The caller must call `sync()` before acknowledging.
         """
         st = self._state(pk)
-        self._sweep(pk, st, now_ms)
+        vis = self._swept(pk, now_ms)
         batch = _Batch()
         removed: dict[int, str] = {}
         for offset in offsets:
-            if offset in removed:
+            # The visibility holds exactly the offsets that have a fact, so whether the
+            # message is still here needs no read; nor, when its receive is remembered, do
+            # its MessageId and SentTimestamp (recent_ids.py).
+            if offset in removed or offset not in vis:
                 continue
-            fact = self.fact(pk, offset)
-            if fact is None:
-                continue
-            message_id = self._received_ids.take(pk.prefix, offset)
-            if message_id is None:
+            remembered = self._received_ids.take(pk.prefix, offset)
+            if remembered is None:
+                sent_ms = self._require_fact(pk, offset).sent_ms
                 raw = self._kv.get(_message_key(pk, offset))
-                message_id = StoredMessage.id_of(raw) if raw is not None else ""
-            removed[offset] = message_id
-            self._drop(pk, offset, fact, batch)
+                remembered = (StoredMessage.id_of(raw) if raw is not None else "", sent_ms)
+            removed[offset], sent_ms = remembered
+            self._drop_sent(pk, offset, sent_ms, batch)
         self._commit(pk, st, batch)
         return removed
 
@@ -700,7 +701,7 @@ class LeaseStore:
                 leased = state.receive(fact, now_ms, visibility_ms)
                 self._replace_fact(pk, st, offset, leased, batch)
                 outcome.delivered.append(Delivery(offset, leased, message))
-                self._received_ids.remember(pk.prefix, offset, message.message_id)
+                self._received_ids.remember(pk.prefix, offset, message.message_id, fact.sent_ms)
                 taken.setdefault(group, []).append(offset)
         for group in candidates:
             if group in taken:
@@ -797,7 +798,7 @@ class LeaseStore:
             leased = state.receive(fact, now_ms, visibility_ms)
             self._replace_fact(pk, st, offset, leased, batch)
             outcome.delivered.append(Delivery(offset, leased, message))
-            self._received_ids.remember(pk.prefix, offset, message.message_id)
+            self._received_ids.remember(pk.prefix, offset, message.message_id, fact.sent_ms)
 
     def _group_locked(self, pk: PartitionKey, group: str, now_ms: int, get: fifo.Get) -> bool:
         """Whether a message the group's last receive took is still out of sight."""
@@ -911,8 +912,12 @@ class LeaseStore:
         self._put_fact(pk, st, offset, new, batch)
 
     def _drop(self, pk: PartitionKey, offset: int, fact: LeaseFact, batch: _Batch) -> None:
+        self._drop_sent(pk, offset, fact.sent_ms, batch)
+
+    def _drop_sent(self, pk: PartitionKey, offset: int, sent_ms: int, batch: _Batch) -> None:
+        """Remove the message at `offset`, sent at `sent_ms` (its expiry key says when)."""
         batch.delete(_fact_key(pk, offset))
         batch.facts[offset] = None
         batch.delete(_message_key(pk, offset))
-        batch.delete(_expiry_key(pk, fact.sent_ms, offset))
+        batch.delete(_expiry_key(pk, sent_ms, offset))
         self._visibility[pk].remove(offset)

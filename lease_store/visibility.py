@@ -79,6 +79,10 @@ class PartitionVisibility:
 
     # -- reading ---------------------------------------------------------------------------
 
+    def __contains__(self, offset: int) -> bool:
+        """Whether the message at `offset` is live (it has a lease fact)."""
+        return offset in self._waiting or offset in self._ready
+
     def first_ready(self, limit: int) -> list[int]:
         """The `limit` oldest visible offsets (complete only right after a sweep)."""
         return list(islice(self._ready, limit))

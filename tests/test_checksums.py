@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import hashlib
 
-from gateway.checksums import md5_of_attributes, md5_of_body
-from lease_store.records import AttributeValue
+from gateway.checksums import md5_of_attributes
+from lease_store.records import AttributeValue, StoredMessage
 
 TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
 
-def test_body_md5_is_the_hex_md5_of_the_utf8_bytes() -> None:
-    body = "ünïcødé 🎉\r\n"
-    assert md5_of_body(body.encode()) == hashlib.md5(body.encode("utf-8")).hexdigest()
+def test_body_md5_is_the_hex_md5_of_the_utf8_bytes_before_and_after_storing() -> None:
+    body = "ünïcødé 🎉\r\n".encode()
+    expected = hashlib.md5(body).hexdigest()
+    message = StoredMessage("m-1", body, 0)  # as ingested from another producer: no digest yet
+    stored = StoredMessage.decode(message.encode())
+
+    assert message.md5_of_body() == expected
+    assert stored.body_md5 == hashlib.md5(body).digest()  # computed once, kept
+    assert stored.md5_of_body() == expected
 
 
 def test_string_attribute_matches_the_reference_vector() -> None:

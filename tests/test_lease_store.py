@@ -668,6 +668,25 @@ def test_remove_many_names_the_ids_of_messages_received_before_a_restart(
 
 
 @on_every_backend
+def test_remove_many_leaves_no_key_of_the_messages_whether_their_receive_is_remembered_or_not(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # Given messages sent at different times, received by this store (which remembers their
+    # ids and SentTimestamps) and by a store since reopened (which does not)
+    store.ingest(PK, records([0, 1], sent_ms=T0 - 5 * SECOND_MS) + records([2, 3], sent_ms=T0))
+    receive(store, clock, max_messages=4)
+    reopened = LeaseStore(store.kv)
+
+    # When each store deletes two of them
+    assert store.remove_many(PK, [0, 2], clock.now_ms()) == {0: "msg-0", 2: "msg-2"}
+    assert reopened.remove_many(PK, [1, 3], clock.now_ms()) == {1: "msg-1", 3: "msg-3"}
+
+    # Then nothing of them is left: facts, stored messages, expiry-index entries
+    for region in (b"F", b"M", b"X"):
+        assert store.kv.scan(region + PK.prefix, region + PK.prefix + b"\xff" * 40) == []
+
+
+@on_every_backend
 def test_remove_many_of_nothing_live_writes_nothing(store: LeaseStore, clock: ManualClock) -> None:
     store.ingest(PK, records([0]))
 

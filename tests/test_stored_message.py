@@ -1,7 +1,8 @@
-"""The stored form of a message (format 2) and reading what earlier versions stored (1)."""
+"""The stored form of a message (format 3) and reading what earlier versions stored (1, 2)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 
@@ -68,12 +69,49 @@ def test_messages_stored_by_earlier_versions_still_read(message: StoredMessage) 
     assert StoredMessage.id_of(raw) == message.message_id
 
 
+def _format_2(message: StoredMessage) -> bytes:
+    """What sessions 10-17 stored: format 3 without the body's digest."""
+    texts = [t.encode() if t is not None else None for t in message._texts()]
+    attrs = json.dumps({k: v.to_json() for k, v in message.attributes.items()}).encode()
+    head = struct.pack(
+        ">BqiiqIIIIIIII",
+        2,
+        message.sent_ms,
+        message.delay_s,
+        message.receive_count,
+        message.first_receive_ms,
+        *[len(t) if t is not None else 0xFFFFFFFF for t in texts],
+        len(attrs) if message.attributes else 0,
+    )
+    return b"".join([head, *[t for t in texts if t], attrs if message.attributes else b""]) + (
+        message.body
+    )
+
+
+@pytest.mark.parametrize("message", [PLAIN, EVERY_FIELD], ids=["plain", "every-field"])
+def test_messages_stored_in_format_2_still_read_and_their_digest_is_computed(
+    message: StoredMessage,
+) -> None:
+    raw = _format_2(message)
+    read = StoredMessage.decode(raw)
+    assert read == message
+    assert read.body_md5 == b""  # not stored then: computed when asked for
+    assert read.md5_of_body() == hashlib.md5(message.body).hexdigest()
+    assert StoredMessage.id_of(raw) == message.message_id
+
+
+def test_the_stored_digest_is_the_one_a_send_computed() -> None:
+    # A send computes the digest for its answer; storing does not compute it again
+    marked = StoredMessage("m", b"body", 1, body_md5=b"\x01" * 16)
+    assert StoredMessage.decode(marked.encode()).body_md5 == b"\x01" * 16
+
+
 def test_the_ids_of_received_messages_are_taken_once_and_bounded() -> None:
     ids = RecentIds(size=2)
     for offset in range(5):
-        ids.remember(b"p", offset, f"m{offset}")
+        ids.remember(b"p", offset, f"m{offset}", 1000 + offset)
     assert len(ids) <= 4  # two generations of at most two
-    assert ids.take(b"p", 4) == "m4"
+    assert ids.take(b"p", 4) == ("m4", 1004)
     assert ids.take(b"p", 4) is None  # taken: a second delete reads the store
     assert ids.take(b"p", 0) is None  # dropped with an older generation
     assert ids.take(b"q", 3) is None  # another partition's offset 3

@@ -15,7 +15,12 @@ stand-ins, the in-memory connection of `driver.py`), one of `--requests` request
 action and one of a single request, divided by `--requests`: start-up cancels out. Actions:
 `empty` (ReceiveMessage on an empty queue), `url` (GetQueueUrl: little besides the request
 path itself), `send` (SendMessage of 1 KB), `batch10` (a SendMessageBatch of ten 1 KB
-messages and the ReceiveMessage of ten that takes them: the figure is per pair).
+messages and the ReceiveMessage of ten that takes them: the figure is per pair), `cycle10`
+(ten messages' whole life: that pair and the DeleteMessageBatch of the ten handles, per cycle;
+the delete is signed in the counted process, so the signing of a batch of ten is counted alone
+(`sign10`) and taken off). `--store rocksdb` runs the gateway on RocksDB instead of the memory
+store: what the lease store costs is then in the figure (its background threads too, which
+valgrind serializes; fsyncs are the kernel's, not counted).
 
 A tree given with `--src` needs only `bench/micro/run.py` of session 4 on: this file runs
 the requests itself, with that tree first on PYTHONPATH.
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve()
-ACTIONS = ("empty", "url", "send", "batch10")
+ACTIONS = ("empty", "url", "send", "batch10", "cycle10")
 _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
@@ -57,13 +62,31 @@ def _requests(protocol: str, action: str, urls: dict[str, str]) -> list[bytes]:
     ]
 
 
-async def _inner(protocol: str, action: str, count: int) -> None:
+def _delete_batch(protocol: str, url: str, handles: list[str]) -> bytes:
+    from bench.micro import wire
+
+    entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(handles)]
+    return wire.signed(protocol, "DeleteMessageBatch", {"QueueUrl": url, "Entries": entries})
+
+
+def _sign_only(protocol: str, count: int) -> None:
+    """What `cycle10` spends signing its deletes, without a gateway: ten handles of a real
+    handle's length, signed `count` times."""
+    url = "http://127.0.0.1:9324/000000000000/batch"
+    for _ in range(count):
+        _delete_batch(protocol, url, ["h" * 96] * 10)
+
+
+async def _inner(protocol: str, action: str, count: int, store: str) -> None:
     """Run in the process valgrind counts: `count` times the action's requests."""
     from bench.micro import wire
     from bench.micro.run import _Gateway
 
+    if action == "sign10":
+        _sign_only(protocol, count)
+        return
     with tempfile.TemporaryDirectory(prefix="kqs-instructions-") as tmp:
-        gateway = _Gateway("memory", Path(tmp))
+        gateway = _Gateway(store, Path(tmp))
         await gateway.start()
         urls = {}
         for name in ("empty", "sink", "batch"):
@@ -78,10 +101,17 @@ async def _inner(protocol: str, action: str, count: int) -> None:
                 status, body = await gateway.call(raw)
                 if status != 200:
                     raise SystemExit(f"{action}: HTTP {status} {body[:300]!r}")
+            if action == "cycle10":
+                handles = [handle for handle, _ in wire.parse(protocol, status, body).messages]
+                assert len(handles) == 10, body[:300]
+                answer = wire.parse(
+                    protocol, *await gateway.call(_delete_batch(protocol, urls["batch"], handles))
+                )
+                assert answer.successful == 10, answer
         await gateway.stop()
 
 
-def _count(src: Path, protocol: str, action: str, requests: int) -> int:
+def _count(src: Path, protocol: str, action: str, requests: int, store: str) -> int:
     """Instructions valgrind counts in one run of `requests` requests (or pairs)."""
     command = [
         "valgrind",
@@ -94,6 +124,7 @@ def _count(src: Path, protocol: str, action: str, requests: int) -> int:
         protocol,
         action,
         str(requests),
+        store,
     ]
     # A fixed hash seed: set and dict layouts, and so the work of lookups, repeat.
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
@@ -110,28 +141,38 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--actions", default=",".join(ACTIONS), help=",".join(ACTIONS))
     p.add_argument("--protocols", default="json,query")
     p.add_argument("--requests", type=int, default=400, help="requests (pairs) per count")
-    p.add_argument("--inner", nargs=3, metavar=("PROTOCOL", "ACTION", "N"), help=argparse.SUPPRESS)
+    p.add_argument("--store", choices=("memory", "rocksdb"), default="memory")
+    p.add_argument(
+        "--inner", nargs=4, metavar=("PROTOCOL", "ACTION", "N", "STORE"), help=argparse.SUPPRESS
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     args: Any = _parser().parse_args(argv)
     if args.inner:
-        protocol, action, count = args.inner
+        protocol, action, count, store = args.inner
         import uvloop
 
-        uvloop.run(_inner(protocol, action, int(count)))
+        uvloop.run(_inner(protocol, action, int(count), store))
         return
     sources = [path.resolve() for path in args.src or [Path(".")]]
+    print(f"store: {args.store}")
     print("| tree | protocol | action | instructions per request |")
     print("|---|---|---|---|")
     for src in sources:
         for protocol in args.protocols.split(","):
             for action in args.actions.split(","):
-                one = _count(src, protocol, action, 1)
-                many = _count(src, protocol, action, args.requests + 1)
-                per = (many - one) // args.requests
+                per = _per_request(src, protocol, action, args.requests, args.store)
+                if action == "cycle10":
+                    per -= _per_request(src, protocol, "sign10", args.requests, args.store)
                 print(f"| {src} | {protocol} | {action} | {per:,} |", flush=True)
+
+
+def _per_request(src: Path, protocol: str, action: str, requests: int, store: str) -> int:
+    one = _count(src, protocol, action, 1, store)
+    many = _count(src, protocol, action, requests + 1, store)
+    return (many - one) // requests
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def report(label: str, before: Ticks, after: Ticks, seconds: float, messages: in
 
 
 @contextlib.contextmanager
-def spying(target: tuple[int, Path] | None) -> Iterator[None]:
+def spying(target: tuple[int, Path] | None, wall: bool = False) -> Iterator[None]:
     """py-spy on the process `target` names, on the thread holding the GIL (the event loop,
     mostly), while the block runs: its top frames printed, its stacks appended to the path."""
     if target is None:
@@ -104,7 +104,10 @@ def spying(target: tuple[int, Path] | None) -> Iterator[None]:
     pid, keep = target
     work = Path(tempfile.mkdtemp(prefix="kqs-spy-"))
     out = work / "stacks.txt"
-    command = [str(servers.VENV_BIN / "py-spy"), "record", "--pid", str(pid), "--gil"]
+    command = [str(servers.VENV_BIN / "py-spy"), "record", "--pid", str(pid)]
+    # --spy-wall: every thread, on CPU or waiting (a blocking call on the event loop shows
+    # as time there); by default only the thread holding the GIL, on CPU.
+    command += ["--idle", "--threads"] if wall else ["--gil"]
     command += ["--format", "raw", "--rate", "200", "--nonblocking", "--output", str(out)]
     spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -126,6 +129,7 @@ async def one_round(
     admin: TopicAdmin,
     spy_drain: tuple[int, Path] | None = None,  # (the gateway's pid, where stacks go)
     spy_fill: tuple[int, Path] | None = None,
+    spy_wall: bool = False,
 ) -> None:
     url = await client.create_queue(name)
     batches = iter(range(messages // 10))
@@ -138,7 +142,7 @@ async def one_round(
             sent += accepted  # not `sent += await ...`: that reads `sent` before awaiting
 
     records = await topic_ends(admin)
-    with spying(spy_fill):
+    with spying(spy_fill, spy_wall):
         before, began = thread_ticks(pids), time.monotonic()
         await asyncio.gather(*(fill() for _ in range(CLIENTS)))
         report("fill", before, thread_ticks(pids), time.monotonic() - began, sent)
@@ -163,7 +167,7 @@ async def one_round(
     await asyncio.sleep(1.0)  # the events' producer lingers up to 0.1 s after its hand-over
     filled = await topic_ends(admin)
     report_records("fill", records, filled, sent)
-    with spying(spy_drain):
+    with spying(spy_drain, spy_wall):
         before, began = thread_ticks(pids), time.monotonic()
         await asyncio.gather(*(drain() for _ in range(CLIENTS)))
         report("drain", before, thread_ticks(pids), time.monotonic() - began, drained)
@@ -186,6 +190,11 @@ def main() -> None:
     parser.add_argument("--base-src", type=Path, help="run `kqs serve` of this source tree")
     parser.add_argument("--spy-drain", type=Path, help="append the drains' py-spy stacks here")
     parser.add_argument("--spy-fill", type=Path, help="append the fills' py-spy stacks here")
+    parser.add_argument(
+        "--spy-wall",
+        action="store_true",
+        help="py-spy every thread, waiting ones too (where the event loop blocks)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kqs-threads-"))
     server = servers.start_kqs(work, [1], {}, args.base_src)
@@ -210,6 +219,7 @@ def main() -> None:
                         admin,
                         (server.proc.pid, args.spy_drain) if args.spy_drain else None,
                         (server.proc.pid, args.spy_fill) if args.spy_fill else None,
+                        args.spy_wall,
                     )
 
         asyncio.run(run())

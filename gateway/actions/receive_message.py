@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway import limits
 from gateway.action import Action, Result
-from gateway.checksums import md5_of_attributes, md5_of_body
+from gateway.checksums import md5_of_attributes
 from gateway.context import RequestContext
 from gateway.fifo import check_attempt_id
 from gateway.forwarding import Received
@@ -71,7 +71,7 @@ def _message_result(received: Received, req: ReceiveMessageRequest, fifo_queue: 
     out: Result = {
         "MessageId": message.message_id,
         "ReceiptHandle": received.receipt_handle,
-        "MD5OfBody": md5_of_body(message.body),
+        "MD5OfBody": message.md5_of_body(),
         "Body": message.body.decode("utf-8", errors="replace"),
     }
     if attributes := _system_attributes(received, req.system_attribute_names, fifo_queue):

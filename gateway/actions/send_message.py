@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
 from gateway import limits
 from gateway.action import Action, Result
-from gateway.checksums import md5_of_attributes, md5_of_body
+from gateway.checksums import md5_of_attributes
 from gateway.context import RequestContext
 from gateway.errors import InvalidParameterValue
 from gateway.fifo import check_fifo_send, check_standard_send
@@ -89,13 +90,14 @@ def build_message(
         message_group_id=req.message_group_id,
         deduplication_id=deduplication_id,
         deduplication_scope=deduplication_scope,
+        body_md5=hashlib.md5(body).digest(),  # for the answer, and kept for every receive
     )
 
 
 def sent_result(message: StoredMessage, req: SendMessageRequest) -> Result:
     result: Result = {
         "MessageId": message.message_id,
-        "MD5OfMessageBody": md5_of_body(message.body),
+        "MD5OfMessageBody": message.md5_of_body(),
     }
     if (attributes_md5 := md5_of_attributes(message.attributes)) is not None:
         result["MD5OfMessageAttributes"] = attributes_md5
