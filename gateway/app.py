@@ -447,6 +447,7 @@ def build_app(
         parts.producer.close()
         parts.follower.close()
         parts.events.close()
+        app[RUNTIME].messages.group_sync.close()  # a WAL sync still running, before the close
         parts.leases.close()
         log.info("gateway stopped")
 

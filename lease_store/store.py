@@ -784,8 +784,14 @@ class LeaseStore:
     ) -> None:
         """One visible message for a standard receive: dropped if expired, held for the
         dead-letter move past `max_receive_count`, else leased; recorded in `outcome`."""
-        fact = self._require_fact(pk, offset)
         message = self._message(pk, offset)
+        if self._visibility[pk].was_received(offset):
+            fact = self._require_fact(pk, offset)
+        else:
+            # Never received: its fact still says what ingest derived from the message, but
+            # perhaps a later `visible_at_ms` (a hold), which the ready set says is past.
+            # Nothing else of it changes before a receive, so it need not be read.
+            fact = state.ingested_fact(message)
         if state.is_expired(fact, now_ms, retention_ms):
             self._drop(pk, offset, fact, batch)
             outcome.expired += 1

@@ -36,10 +36,13 @@ _MIN_REBUILD = 1024
 
 
 class PartitionVisibility:
-    __slots__ = ("_delayed", "_due", "_ready", "_waiting")
+    __slots__ = ("_delayed", "_due", "_ready", "_redelivered", "_waiting")
 
     def __init__(self) -> None:
         self._ready: SortedList[int] = SortedList()
+        # Ready offsets received before (their lease ended): few, unlike the never-received
+        # backlog, whose lease facts are still what ingest derived from the message.
+        self._redelivered: set[int] = set()
         self._waiting: dict[int, int] = {}  # offset -> visible_at_ms
         self._delayed: set[int] = set()  # waiting offsets never received
         self._due: list[tuple[int, int]] = []  # (visible_at_ms, offset), min-heap, may be stale
@@ -54,6 +57,8 @@ class PartitionVisibility:
         for offset, visible_at_ms, receive_count in facts:
             if visible_at_ms <= swept_until_ms:
                 ready.append(offset)
+                if receive_count:
+                    vis._redelivered.add(offset)
             else:
                 vis._waiting[offset] = visible_at_ms
                 if receive_count == 0:
@@ -87,6 +92,10 @@ class PartitionVisibility:
         """The `limit` oldest visible offsets (complete only right after a sweep)."""
         return list(islice(self._ready, limit))
 
+    def was_received(self, offset: int) -> bool:
+        """Whether a ready message was ever received (its receive count is not 0)."""
+        return offset in self._redelivered
+
     def ready_in_order(self) -> Iterator[int]:
         """The visible offsets, oldest first; the set must not change while this is read."""
         return iter(self._ready)
@@ -107,6 +116,8 @@ class PartitionVisibility:
         """A message (not already here) whose lease says it is visible at `visible_at_ms`."""
         if visible_at_ms <= swept_until_ms:
             self._ready.add(offset)
+            if received:
+                self._redelivered.add(offset)
             return
         self._waiting[offset] = visible_at_ms
         if not received:
@@ -117,6 +128,7 @@ class PartitionVisibility:
         """Forget a message (deleted, or about to be added again with a new lease)."""
         if self._waiting.pop(offset, None) is None:
             self._ready.discard(offset)
+            self._redelivered.discard(offset)
             return
         self._delayed.discard(offset)
         if len(self._due) > max(_MIN_REBUILD, 2 * len(self._waiting)):
@@ -132,7 +144,10 @@ class PartitionVisibility:
             if waiting.get(offset) != at_ms:
                 continue  # stale: deleted, or leased again since
             del waiting[offset]
-            self._delayed.discard(offset)
+            if offset in self._delayed:
+                self._delayed.remove(offset)
+            else:
+                self._redelivered.add(offset)
             self._ready.add(offset)
             moved += 1
         return moved

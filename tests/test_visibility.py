@@ -87,3 +87,31 @@ def test_leases_ended_early_do_not_pile_up_in_memory() -> None:
     assert len(vis._due) <= 1024
     assert vis.next_due_ms() is None
     assert counts(vis) == (0, 0, 0)
+
+
+def test_it_knows_which_ready_messages_were_received_before() -> None:
+    # Given a store's facts: 0 never received, 1 received and visible again, 2 in flight
+    vis = PartitionVisibility.from_facts([(0, 50, 0), (1, 60, 1), (2, 200, 1)], 100)
+    assert [vis.was_received(o) for o in (0, 1)] == [False, True]
+
+    # When 0 is received, and 2's lease ends
+    vis.remove(0)
+    vis.add(0, 300, received=True, swept_until_ms=100)
+    vis.sweep(300)
+
+    # Then both are ready as received before; a never-received message added ready is not;
+    # and a removed message is forgotten
+    assert vis.first_ready(10) == [0, 1, 2]
+    assert [vis.was_received(o) for o in (0, 1, 2)] == [True, True, True]
+    vis.add(7, 0, received=False, swept_until_ms=300)
+    assert not vis.was_received(7)
+    vis.remove(1)
+    assert not vis.was_received(1)
+
+
+def test_a_delayed_message_that_becomes_visible_was_never_received() -> None:
+    vis = PartitionVisibility()
+    vis.add(3, 150, received=False, swept_until_ms=100)
+    vis.sweep(150)
+    assert vis.first_ready(1) == [3]
+    assert not vis.was_received(3)

@@ -15,9 +15,9 @@ The changelog follows the lease store; it is not the durable record of a lease c
 DeleteMessage or ChangeMessageVisibility is answered once the lease store's WAL is synced
 (`gateway/group_sync.py`), and its fact record goes out through a `FollowerProducer` without
 anyone waiting: no delivery report per record, failures counted and logged. The records are
-noted as the lease store commits and handed to librdkafka right after each sync (so before
-the answer), the latest value per key (`hand_over`); a receive's fact, which no sync waits
-for, goes with the next sync or within 50 ms. What that costs:
+noted as the lease store commits and handed to librdkafka, the latest value per key, by the
+follower's own thread every `FollowerProducer.HAND_OVER_S` (200 ms; with several gateways
+also right after each sync, before the answer: `hand_over`). What that costs:
 a gateway whose disk is *lost* rebuilds from a changelog that may miss the changes of its
 last moments (a redelivery, or a lower receive count, which at-least-once delivery allows).
 A crash or power loss costs nothing, the WAL holds them. Purge watermarks are rare and
