@@ -16,7 +16,7 @@ DeleteMessage or ChangeMessageVisibility is answered once the lease store's WAL 
 (`gateway/group_sync.py`), and its fact record goes out through a `FollowerProducer` without
 anyone waiting: no delivery report per record, failures counted and logged. The records are
 noted as the lease store commits and handed to librdkafka, the latest value per key, by the
-follower's own thread every `FollowerProducer.HAND_OVER_S` (200 ms; with several gateways
+follower's own thread every `FollowerProducer.HAND_OVER_S` (50 ms; with several gateways
 also right after each sync, before the answer: `hand_over`). What that costs:
 a gateway whose disk is *lost* rebuilds from a changelog that may miss the changes of its
 last moments (a redelivery, or a lower receive count, which at-least-once delivery allows).

@@ -387,10 +387,7 @@ class FollowerProducer:
     record and a change waits for it) the linger stays short.
     """
 
-    # In a drain a message's receive and delete are ~20-60 ms apart: with 50 ms, 1.4 changelog
-    # records went out per drained message; the longer the window, the more of them are
-    # only the tombstone (a lost disk's rebuild may then miss up to this much more).
-    HAND_OVER_S = 0.2
+    HAND_OVER_S = 0.05
     FOLLOW_LINGER_MS = 50
     CONFIRMED_LINGER_MS = 5
 
