@@ -188,14 +188,23 @@ class Forwarder:
                     # A rebalance moved the partition: a retry finds the new owner.
                     log.info(
                         "owner no longer serves the partition",
-                        extra={"endpoint": owner.endpoint, "operation": operation},
+                        extra={
+                            "endpoint": owner.endpoint,
+                            "operation": operation,
+                            "topic": payload.get("topic"),
+                        },
                     )
                     raise _unavailable()
                 answer: dict[str, Any] = await response.json()
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
             log.warning(
                 "owner not reached",
-                extra={"endpoint": owner.endpoint, "operation": operation, "error": str(exc)},
+                extra={
+                    "endpoint": owner.endpoint,
+                    "operation": operation,
+                    "topic": payload.get("topic"),
+                    "error": str(exc),
+                },
             )
             raise _unavailable() from exc
         if "error" in answer:

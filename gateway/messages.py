@@ -605,6 +605,13 @@ class MessageService:
             raise NotServedHere(f"{record.topic}/{pk.partition}")
         owner = self.ownership.owner(record.topic, pk.partition)
         if owner is None:
+            # A delete, visibility change or FIFO send first waited `MOVING_WAIT_S` for the
+            # next owner (`until_served`): unlike a 409 while a partition moves, worth a line
+            # naming the partition that stayed without one.
+            log.warning(
+                "no gateway serves the partition: answered as unavailable",
+                extra={"queue": record.key, "partition": pk.partition},
+            )
             raise ServiceUnavailable(
                 "This queue partition is moving between gateways. Retry later."
             )

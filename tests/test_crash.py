@@ -135,27 +135,16 @@ def _finish(
     killed: str,
     restarts: list[float],
     connection_errors_expected: bool,
-    undeletable_known: bool = False,
 ) -> None:
-    """After the kill cycles: drain, report the figures, account for every message.
-
-    `undeletable_known`: the scale-out runs (broker kills, and a third gateway joining and
-    leaving), where a message can still stay undeletable past the drain (received again every
-    visibility timeout, each delete answered ServiceUnavailable; issue 18, open,
-    `bench/results/crash_suite.md`). Every
-    acknowledged message must still have been delivered, none after its deletion, none
-    changed; only the emptiness at the end is then reported as that known failure (xfail)
-    instead of failing the run."""
+    """After the kill cycles: drain, report the figures, account for every message, and
+    check that the queues end empty."""
     verdict = _drain_and_stop(workload, gateway.endpoint, urls)
     _report(
         f"{killed} cycles: {len(restarts)}; {killed} start to ready p50 "
         f"{statistics.median(restarts):.2f} s, max {max(restarts):.2f} s"
     )
     _assert_accounted(verdict, connection_errors_expected)
-    left = _left_behind(gateway.endpoint, urls)
-    if left and undeletable_known:
-        pytest.xfail(f"issue 18, open: a message undeletable past the drain: {left}")
-    assert not left, left
+    _assert_empty(gateway.endpoint, urls)
 
 
 def _wait_until_empty(endpoint: str, urls: list[str], timeout_s: float) -> None:
@@ -276,7 +265,6 @@ def test_broker_sigkill_cycles_under_two_gateways(kafka_dir: Path, tmp_path: Pat
             "broker SIGKILL under two gateways",
             restarts,
             connection_errors_expected=False,
-            undeletable_known=True,
         )
     finally:
         if workload is not None:
@@ -317,16 +305,7 @@ def test_partition_hand_over_cycles(kafka_bootstrap: str, tmp_path: Path, leavin
             else:
                 visitor.kill()
         label = f"third gateway joining and leaving ({leaving})"
-        # Seen once here too (session 17, SIGTERM): one message undeletable past the drain.
-        _finish(
-            workload,
-            serving[0],
-            urls,
-            label,
-            cycles,
-            connection_errors_expected=False,
-            undeletable_known=True,
-        )
+        _finish(workload, serving[0], urls, label, cycles, connection_errors_expected=False)
     finally:
         if workload is not None:
             workload.stop()
@@ -384,7 +363,6 @@ def test_cluster_sigkill_cycles(tmp_path: Path) -> None:
             label,
             restarts,
             connection_errors_expected=True,
-            undeletable_known=True,
         )
     finally:
         if workload is not None:

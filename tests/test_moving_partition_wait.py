@@ -43,7 +43,7 @@ async def test_a_delete_waits_for_a_partition_moving_between_gateways() -> None:
 
 
 async def test_a_delete_is_unavailable_when_no_gateway_takes_the_partition_in_time(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given a partition no gateway serves, and a short wait
     monkeypatch.setattr(messages_module, "MOVING_WAIT_S", 0.2)
@@ -53,6 +53,16 @@ async def test_a_delete_is_unavailable_when_no_gateway_takes_the_partition_in_ti
     (deleted,) = await messages.delete_many(QUEUE, [a_handle_on_partition_0()])
     (changed,) = await messages.change_visibility_many(QUEUE, [(a_handle_on_partition_0(), 30)])
 
-    # Then each fails as ServiceUnavailable (the client retries), after the wait
+    # Then each fails as ServiceUnavailable (the client retries), after the wait, and the
+    # gateway's log names the partition that stayed without an owner
     assert isinstance(deleted, ServiceUnavailable)
     assert isinstance(changed, ServiceUnavailable)
+    warnings = [
+        r
+        for r in caplog.records
+        if r.levelname == "WARNING" and r.getMessage().startswith("no gateway serves")
+    ]
+    assert [(r.__dict__["queue"], r.__dict__["partition"]) for r in warnings] == [
+        (QUEUE.key, 0),
+        (QUEUE.key, 0),
+    ]
