@@ -447,7 +447,6 @@ def build_app(
         parts.producer.close()
         parts.follower.close()
         parts.events.close()
-        app[RUNTIME].messages.group_sync.close()  # a WAL sync still running, before the close
         parts.leases.close()
         log.info("gateway stopped")
 

@@ -110,12 +110,7 @@ class MessageService:
         # Told about each outcome once it is decided; must return at once and never raise.
         self._events = events or EventSink()
         self._changelog = changelog
-        # With one gateway the WAL fsync runs on a thread while the loop answers others. With
-        # several it stays on the loop: the changelog records it hands over must be exactly
-        # those of the writes it synced, none written meanwhile.
-        self.group_sync = GroupSync(
-            self._sync, in_thread=self._everything_here and leases.kv.durable
-        )
+        self.group_sync = GroupSync(self._sync)
         self._producer = producer
         self._leases = leases
         self._registry = registry

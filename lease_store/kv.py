@@ -27,9 +27,6 @@ class WriteBatch:
 
 
 class KeyValueStore(ABC):
-    # Whether `sync` reaches a disk (worth running off the event loop), or does nothing.
-    durable = False
-
     @abstractmethod
     def get(self, key: bytes) -> bytes | None:
         """The value stored under `key`, or None."""

@@ -15,8 +15,6 @@ from lease_store.kv import KeyValueStore, WriteBatch
 
 
 class RocksKeyValueStore(KeyValueStore):
-    durable = True
-
     def __init__(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=True)
