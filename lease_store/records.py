@@ -119,7 +119,10 @@ class StoredMessage:
 
     def md5_of_body(self) -> str:
         """MD5OfBody / MD5OfMessageBody, as SQS returns them (hex)."""
-        return (self.body_md5 or hashlib.md5(self.body).digest()).hex()
+        return self._body_digest().hex()
+
+    def _body_digest(self) -> bytes:
+        return self.body_md5 or hashlib.md5(self.body).digest()
 
     def encode(self) -> bytes:
         """The stored form (format 3): a fixed header, the text fields, attributes, body.
@@ -144,7 +147,7 @@ class StoredMessage:
             self.delay_s,
             self.receive_count,
             self.first_receive_ms,
-            self.body_md5 or hashlib.md5(self.body).digest(),
+            self._body_digest(),
             *[len(t) if t is not None else _ABSENT for t in texts],
             len(attrs),
         )
