@@ -17,7 +17,10 @@ owner (`owner`), or finds nobody while the group rebalances.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 
@@ -29,7 +32,7 @@ from topology.catalog import QueueRecord
 from topology.ingest import IngestConsumer, Partitions
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import FollowerProducer
-from topology.rebuild import rebuild_leases
+from topology.rebuild import RebuildStopped, rebuild_leases
 
 log = logging.getLogger("kqs.ownership")
 
@@ -296,12 +299,33 @@ class GroupOwnership:
         log.info("restoring partitions from the changelog", extra={"partitions": len(targets)})
         for target in targets:
             self._leases.drop_partition(target.pk, offsets=False)
-        loop = asyncio.get_running_loop()
-        stats = await loop.run_in_executor(
-            None, rebuild_leases, self._bootstrap, self._leases.kv, targets, self._clock.now_ms()
+        stop = threading.Event()
+        rebuilding = asyncio.get_running_loop().run_in_executor(
+            None,
+            functools.partial(
+                rebuild_leases,
+                self._bootstrap,
+                self._leases.kv,
+                targets,
+                self._clock.now_ms(),
+                stop=stop,
+            ),
         )
-        for target in targets:
-            self._leases.forget_cached(target.pk)
+        try:
+            stats = await asyncio.shield(rebuilding)
+        except asyncio.CancelledError:
+            # Cancelled (a shutdown): the thread writes into the lease store, which is closed
+            # next, so it is stopped and waited for. What it wrote is incomplete, but the
+            # partitions stay stale (this gateway never published itself for them), so the
+            # next take restores them again from the start.
+            stop.set()
+            with contextlib.suppress(RebuildStopped):
+                await rebuilding
+            log.info("restore stopped before its end", extra={"partitions": len(targets)})
+            raise
+        finally:
+            for target in targets:
+                self._leases.forget_cached(target.pk)
         log.info(
             "partitions restored from the changelog",
             extra={"partitions": len(targets), "live_messages": stats.live_messages},
@@ -387,6 +411,12 @@ class GroupOwnership:
 
     async def release_all(self) -> None:
         """At shutdown, before the ingest consumer leaves the group."""
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
+        if tasks:
+            # A cancelled restore ends once its rebuild thread stops writing (`_restore`).
+            _, running = await asyncio.wait(tasks, timeout=RELEASE_TIMEOUT_S)
+            if running:
+                log.warning("restores still running at shutdown", extra={"tasks": len(running)})
         await self._release(sorted(self._assigned.keys() | self._serving.keys()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -10,13 +11,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
+from lease_store.memory import MemoryKeyValueStore
+from lease_store.store import PartitionKey
 from tests.harness import GatewayProcess, eventually, json_client
 from tests.prometheus_text import scrape
 from topology.consuming import as_bytes
 from topology.names import LEASES_TOPIC
+from topology.rebuild import RebuildStopped, RebuildTarget, rebuild_leases
 
 
 @pytest.fixture
@@ -168,3 +179,31 @@ def test_deleted_queue_leaves_only_tombstones_in_the_changelog(
             break
         time.sleep(0.5)
     assert latest and all(v is None for v in latest.values()), latest
+
+
+def test_a_rebuild_told_to_stop_ends_without_replaying(kafka_bootstrap: str) -> None:
+    # Given a queue topic with a record to replay (and the changelog topic)
+    topic = f"kqs-stop-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for name, future in admin.create_topics(
+        [NewTopic(topic, 1, 1), NewTopic(LEASES_TOPIC, 1, 1)]
+    ).items():
+        try:
+            future.result(timeout=30)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise AssertionError(f"{name}: {error}") from error
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
+    producer.produce(topic, b"a record the rebuild never reads")
+    assert producer.flush(30) == 0
+    kv = MemoryKeyValueStore()
+    target = RebuildTarget(PartitionKey(b"s" * 16, 0), topic, 345_600_000)
+
+    # When the rebuild runs with its stop already asked for (a shutdown)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(RebuildStopped):
+        rebuild_leases(kafka_bootstrap, kv, [target], int(time.time() * 1000), stop=stop)
+
+    # Then it replayed nothing into the store
+    assert kv.scan(b"", b"\xff", limit=10) == []

@@ -1,12 +1,19 @@
 """A partition revoked while its new owner's directory record is on its way is released only
 once that record is in `__kqs_owners`, so the next owner's record comes after it and wins
 (else every gateway would forward the partition's requests to one that no longer serves it).
+A shutdown during a restore stops the rebuild thread before the lease store closes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
+import pytest
+
+import gateway.ownership
+from lease_store.kv import KeyValueStore
+from lease_store.rebuild import RebuildStats
 from tests.test_moved_while_confirming import (
     ME,
     QUEUE,
@@ -14,6 +21,7 @@ from tests.test_moved_while_confirming import (
     gateway_serving_the_queue,
 )
 from topology.owners import Owner
+from topology.rebuild import RebuildStopped, RebuildTarget
 
 
 class HeldDirectory(RememberingDirectory):
@@ -49,4 +57,50 @@ async def test_a_revocation_during_the_directory_record_waits_for_it() -> None:
     await asyncio.wait_for(revoking, 5)
     assert directory.published == [(QUEUE.topic, 0)]
     assert directory.owner(QUEUE.topic, 0) == ME
+    assert not ownership.serves(QUEUE.topic, 0)
+
+
+class BlockingRebuild:
+    """Stands in for `rebuild_leases`: writes until told to stop, as a long restore does."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.stopped_by_event = False
+        self.returned = threading.Event()
+
+    def __call__(
+        self,
+        bootstrap: str,
+        kv: KeyValueStore,
+        targets: list[RebuildTarget],
+        now_ms: int,
+        stop: threading.Event | None = None,
+    ) -> RebuildStats:
+        try:
+            self.started.set()
+            self.stopped_by_event = (stop or threading.Event()).wait(10)
+            raise RebuildStopped("stopped")
+        finally:
+            self.returned.set()
+
+
+async def test_a_shutdown_during_a_restore_waits_for_the_rebuild_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a partition last served by another gateway, so that taking it restores it
+    directory = RememberingDirectory()
+    await directory.publish(QUEUE.topic, 0, Owner("gateway-there", "http://127.0.0.1:2"))
+    rebuild = BlockingRebuild()
+    monkeypatch.setattr(gateway.ownership, "rebuild_leases", rebuild)
+    _, ownership = await gateway_serving_the_queue(directory, served=False)
+    ownership.assigned([(QUEUE.topic, 0)])
+    assert await asyncio.to_thread(rebuild.started.wait, 5)
+
+    # When the gateway shuts down while the rebuild thread runs
+    await asyncio.wait_for(ownership.release_all(), 15)
+
+    # Then the thread was told to stop and had returned before the release ended (the lease
+    # store closes next), and the partition is not served
+    assert rebuild.stopped_by_event
+    assert rebuild.returned.is_set()
     assert not ownership.serves(QUEUE.topic, 0)

@@ -8,6 +8,7 @@ after that end are left to the ingest consumer, which resumes after it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ log = logging.getLogger("kqs.rebuild")
 _PROGRESS_EVERY = 100_000
 
 
+class RebuildStopped(Exception):
+    """The rebuild was asked to stop (`stop` set); what it wrote so far is incomplete."""
+
+
 @dataclass(frozen=True, slots=True)
 class RebuildTarget:
     pk: PartitionKey
@@ -42,8 +47,13 @@ def rebuild_leases(
     targets: list[RebuildTarget],
     now_ms: int,
     timeout_s: float = 30.0,
+    stop: threading.Event | None = None,
 ) -> RebuildStats:
+    """Rebuild `targets` into `kv`. With `stop`, checked before every poll (at most a second
+    apart while Kafka answers), the rebuild ends early by raising `RebuildStopped`: a gateway
+    shutting down must not have this thread writing into a lease store it is closing."""
     began = time.monotonic()
+    stopping = stop or threading.Event()
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -81,9 +91,16 @@ def rebuild_leases(
                 log.info("lease rebuild: changelog", extra={"records": stats.changelog_records})
 
         low, high = watermarks(consumer, TopicPartition(LEASES_TOPIC, 0), timeout_s)
-        _read(consumer, TopicPartition(LEASES_TOPIC, 0, low), high, on_changelog, timeout_s)
+        _read(
+            consumer,
+            TopicPartition(LEASES_TOPIC, 0, low),
+            high,
+            on_changelog,
+            timeout_s,
+            stopping,
+        )
         log.info("lease rebuild: changelog read", extra={"records": stats.changelog_records})
-        _replay_queue_topics(consumer, rebuild, targets, bounds, timeout_s)
+        _replay_queue_topics(consumer, rebuild, targets, bounds, timeout_s, stopping)
     finally:
         consumer.close()
     log.info(
@@ -105,6 +122,7 @@ def _replay_queue_topics(
     targets: list[RebuildTarget],
     bounds: dict[PartitionKey, tuple[int, int]],
     timeout_s: float,
+    stop: threading.Event,
 ) -> None:
     """Replay every queue partition up to its measured end, all partitions at once.
 
@@ -131,6 +149,7 @@ def _replay_queue_topics(
     try:
         last_progress = time.monotonic()
         while pending:
+            _check(stop)
             messages = poll_batch(consumer, 1.0)
             if messages:
                 last_progress = time.monotonic()
@@ -178,6 +197,7 @@ def _read(
     end: int,
     handle: Callable[[list[Message]], None],
     timeout_s: float,
+    stop: threading.Event,
 ) -> None:
     """Hand every record of one partition from `start.offset` up to `end` (exclusive), in
     batches."""
@@ -188,6 +208,7 @@ def _read(
         last_progress = time.monotonic()
         done = False
         while not done:
+            _check(stop)
             messages = poll_batch(consumer, 1.0)
             if messages:
                 last_progress = time.monotonic()
@@ -213,3 +234,8 @@ def _read(
                 handle(batch)
     finally:
         consumer.unassign()
+
+
+def _check(stop: threading.Event) -> None:
+    if stop.is_set():
+        raise RebuildStopped("lease rebuild stopped before its end")
