@@ -71,6 +71,7 @@ from topology.changelog import LeaseChangelog
 from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher, ensure_events_topic
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer, IngestShards
+from topology.move_task_log import MoveTaskLog
 from topology.names import CATALOG_TOPIC, REGION_PATTERN
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
@@ -116,6 +117,7 @@ class _Parts:
     forwarder: Forwarder
     group: GroupOwnership | None = None
     owners_tail: TopicTail | None = None
+    move_tasks_tail: TopicTail | None = None
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -191,6 +193,9 @@ class KafkaClients:
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return Catalog(self.bootstrap, admin, producer)
+
+    def move_task_log(self, admin: TopicAdmin, producer: AsyncProducer) -> MoveTaskLog:
+        return MoveTaskLog(self.bootstrap, admin, producer)
 
     async def open_leases(
         self, records: Iterable[QueueRecord], clock: Clock, on_commit: CommitListener
@@ -308,6 +313,12 @@ async def _start(
             changelog.forget_partition(pk, leases.drop_partition(pk))
         signals.notify(record.key)
 
+    def on_served(record: QueueRecord) -> None:
+        signals.notify(record.key)  # long polls parked here may find messages now
+        if move_tasks_ref and group_ref and group_ref[0].serves(record.topic, 0):
+            move_tasks_ref[0].became_home(record)
+
+    move_tasks_ref: list[MoveTasks] = []
     registry = QueueRegistry(
         catalog, admin, settings.partitions, on_created, on_deleted, settings.region
     )
@@ -326,7 +337,7 @@ async def _start(
             follower,
             bootstrap,
             clock,
-            on_served=lambda record: signals.notify(record.key),
+            on_served=on_served,
         )
         group_ref.append(group)
     elif settings.partition_ownership == "all":
@@ -368,7 +379,19 @@ async def _start(
     if directory is not None and group is not None:
         owners_tail = directory.follow(group.directory_changed)
         owners_tail.start(loop)
-    move_tasks = MoveTasks(clock, registry, messages, leases)
+    task_log = kafka.move_task_log(admin, producer)
+    await task_log.ensure_topic()
+    await loop.run_in_executor(None, task_log.load)
+    move_tasks = MoveTasks(clock, registry, messages, leases, task_log)
+    move_tasks_ref.append(move_tasks)
+    move_tasks_tail = None
+    if group is None:
+        for record in registry.all_active():
+            move_tasks.became_home(record)  # every queue's home: runs on what it left
+    else:
+        # Other gateways' tasks: this one may become their source queues' home.
+        move_tasks_tail = task_log.follow()
+        move_tasks_tail.start(loop)
     app[RUNTIME] = Runtime(settings, clock, registry, messages, move_tasks, sink)
     app[SIGNALS] = signals
     log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
@@ -404,6 +427,7 @@ async def _start(
         forwarder,
         group,
         owners_tail,
+        move_tasks_tail,
     )
     app[PARTS] = parts
     return parts
@@ -443,6 +467,8 @@ def build_app(
         parts.ingest.stop()
         if parts.owners_tail is not None:
             parts.owners_tail.stop()
+        if parts.move_tasks_tail is not None:
+            parts.move_tasks_tail.stop()
         await parts.forwarder.close()
         parts.producer.close()
         parts.follower.close()

@@ -21,8 +21,12 @@ when it has handled that many or nothing is visible in the DLQ any more; FAILED 
 it needs is gone or Kafka does not answer (the messages it held then become visible in the DLQ
 again when their hold ends, after at most `HOLD_MS`).
 
-Task state is kept in memory: tasks do not survive a gateway restart yet. A running task
-simply stops, and after a restart its handle is unknown ("Task does not exist.").
+Tasks outlive their gateway: the home writes each task to `__kqs_move_tasks`
+(`topology/move_task_log.py`) when it starts, about once a second while it moves, when a
+cancel is asked for and when it ends. A gateway that becomes a source queue's home (at
+start-up, or when it is given the queue's partition 0) lists the tasks the last home listed and
+runs on those left RUNNING, from the count last written (so ApproximateNumberOfMessagesMoved
+may count again the messages of the last second); one left CANCELLING is CANCELLED.
 
 With several gateways (`gateway/ownership.py`), a source queue's tasks run on its **home**:
 the gateway serving its partition 0. Start, List and Cancel arriving elsewhere are forwarded
@@ -33,10 +37,9 @@ sends them through its own `MessageService`, and has the owner remove each one i
 (`move_remove`). A partition nobody serves (a rebalance) is skipped for that round, and one
 whose owner cannot be reached too; the task completes when nothing visible is left in the
 partitions it reaches. A remove that finds nobody serving the partition fails the task, the
-message sent already (the at-least-once case of step 3). A home gateway that stops or leaves
-loses its tasks as a restart does, and one that stops serving partition 0 ends them
-(FAILED) so that the new home may start others: the messages they held become visible again
-after `HOLD_MS`.
+message sent already (the at-least-once case of step 3). A home that stops serving partition
+0 stops its running tasks without a last word, and the new home runs them on; the messages
+the old home held become visible again after `HOLD_MS`.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -69,6 +73,7 @@ from lease_store.clock import Clock
 from lease_store.records import StoredMessage
 from lease_store.store import Delivery, LeaseStore, PartitionKey
 from topology.catalog import QueueRecord
+from topology.move_task_log import LoggedTask, MoveTaskLog
 from topology.owners import Owner
 from topology.producer import ProduceFailed
 
@@ -80,6 +85,10 @@ MOVE_BATCH = 10
 HOLD_MS = 60_000
 # Finished tasks remembered per source queue, for ListMessageMoveTasks.
 HISTORY = limits.MAX_MOVE_TASK_RESULTS
+# How often a running task's progress is written to `__kqs_move_tasks`.
+PROGRESS_EVERY_S = 1.0
+# How long a shutdown waits for the running tasks to finish the messages in hand.
+CLOSE_TIMEOUT_S = 5.0
 
 
 class MoveTaskStatus(Enum):
@@ -108,6 +117,9 @@ class MoveTask:
     failure_reason: str | None = None
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     runner: asyncio.Task[None] | None = None
+
+    def logged(self) -> LoggedTask:
+        return LoggedTask(self.task_id, self.source.topic, self.summary().encode())
 
     def summary(self) -> MoveTaskSummary:
         return MoveTaskSummary(
@@ -160,9 +172,19 @@ def decode_handle(handle: str) -> tuple[str, str] | None:
     return (task_id, source_arn) if source_arn else None
 
 
+class _LeftHere(Exception):
+    """A task stops here without ending: the gateway shuts down (`last_word`: its count is
+    written for the next home) or stopped serving the source's partition 0 (the new home,
+    which may have run it on already, has the word)."""
+
+    def __init__(self, last_word: bool) -> None:
+        super().__init__()
+        self.last_word = last_word
+
+
 class MoveTasks:
     """The move tasks of the source queues whose home this gateway is (all with one
-    gateway), running or finished, in memory; requests about the others go to their home."""
+    gateway), running or finished; requests about the others go to their home."""
 
     def __init__(
         self,
@@ -170,14 +192,18 @@ class MoveTasks:
         registry: QueueRegistry,
         messages: MessageService,
         leases: LeaseStore,
+        task_log: MoveTaskLog,
     ) -> None:
         self._clock = clock
         self._registry = registry
         self._messages = messages
         self._leases = leases
+        self._log = task_log
         self._by_id: dict[str, MoveTask] = {}
         # Queue topic (so one incarnation of the source queue) -> its tasks, newest first.
         self._by_source: dict[str, list[MoveTask]] = {}
+        self._adopting: dict[str, asyncio.Task[None]] = {}  # by queue topic
+        self._closing = asyncio.Event()
 
     # -- requests (validated by the actions; `forward` False: from another gateway) ---------
 
@@ -216,10 +242,19 @@ class MoveTasks:
             started_ms=self._clock.now_ms(),
         )
         history.insert(0, task)
-        for forgotten in history[HISTORY:]:
-            self._by_id.pop(forgotten.task_id, None)
+        forgotten = history[HISTORY:]
         del history[HISTORY:]  # none of them is active: the only active one was refused above
+        for old in forgotten:
+            self._by_id.pop(old.task_id, None)
         self._by_id[task_id] = task
+        try:
+            await self._log.write(task.logged())  # durable before the client has its handle
+        except (ProduceFailed, KafkaException) as error:
+            history.remove(task)
+            del self._by_id[task_id]
+            raise ServiceUnavailable("The task could not be recorded. Retry later.") from error
+        for old in forgotten:
+            await self._forget(old.task_id)
         task.runner = asyncio.create_task(self._run(task), name=f"move-task-{task_id}")
         log.info(
             "message move task started",
@@ -260,6 +295,7 @@ class MoveTasks:
             )
         task.status = MoveTaskStatus.CANCELLING
         task.cancel_requested.set()
+        await self._write(task)  # a home taking over meanwhile ends it as CANCELLED
         return task.moved
 
     def _home_elsewhere(self, source: QueueRecord, forward: bool) -> tuple[Owner, Forwarder] | None:
@@ -272,11 +308,90 @@ class MoveTasks:
         return self._messages.owner_elsewhere(source, partition_keys(source)[0], forward)
 
     async def close(self) -> None:
-        """Stop every running task (gateway shutdown); the tasks are forgotten with it."""
+        """Stop every running task (gateway shutdown), each after the messages in hand and
+        with its count written, so that the next home of its source queue (this gateway
+        once restarted, or another) runs it on from there; cancelled if that takes longer
+        than `CLOSE_TIMEOUT_S`."""
+        self._closing.set()
+        for adopting in self._adopting.values():
+            adopting.cancel()
         runners = [t.runner for t in self._by_id.values() if t.runner and not t.runner.done()]
-        for runner in runners:
+        runners.extend(self._adopting.values())
+        if not runners:
+            return
+        _, late = await asyncio.wait(runners, timeout=CLOSE_TIMEOUT_S)
+        for runner in late:
             runner.cancel()
         await asyncio.gather(*runners, return_exceptions=True)
+
+    # -- a new home takes over -------------------------------------------------------------
+
+    def became_home(self, source: QueueRecord) -> None:
+        """This gateway serves `source`'s partition 0 now (at start-up with one gateway):
+        take over the tasks the last home left (`_adopt`)."""
+        if source.topic not in self._adopting and self._log.tasks_of(source.topic):
+            adopting = asyncio.create_task(self._adopt(source), name=f"adopt-{source.topic}")
+            self._adopting[source.topic] = adopting
+            adopting.add_done_callback(lambda _: self._adopting.pop(source.topic, None))
+
+    async def _adopt(self, source: QueueRecord) -> None:
+        if not await self._log.caught_up():
+            log.warning("move tasks taken over before the last home's last records were read")
+        if self._closing.is_set() or not self._messages.ownership.serves(source.topic, 0):
+            return  # shutting down, or moved on meanwhile: the next home adopts them
+        history = self._by_source.setdefault(source.topic, [])
+        known = {task.task_id for task in history}
+        for logged in self._log.tasks_of(source.topic):
+            if logged.task_id in known:
+                continue
+            summary = MoveTaskSummary.decode(logged.fields)
+            task = MoveTask(
+                task_id=logged.task_id,
+                handle=summary.handle,
+                source=source,
+                source_arn=summary.source_arn,
+                destination_arn=summary.destination_arn,
+                max_per_second=summary.max_per_second,
+                to_move=summary.to_move,
+                started_ms=summary.started_ms,
+                status=summary.status,
+                moved=summary.moved,
+                failure_reason=summary.failure_reason,
+            )
+            history.append(task)
+            self._by_id[task.task_id] = task
+        history.sort(key=lambda task: task.started_ms, reverse=True)
+        for task in history:
+            if task.status is MoveTaskStatus.CANCELLING and task.runner is None:
+                task.status = MoveTaskStatus.CANCELLED
+                await self._write(task)
+            elif task.status is MoveTaskStatus.RUNNING and task.runner is None:
+                log.info(
+                    "message move task taken over",
+                    extra={"task": task.task_id, "moved": task.moved, "to_move": task.to_move},
+                )
+                task.runner = asyncio.create_task(self._run(task), name=f"move-task-{task.task_id}")
+
+    def _stopped_here(self, source_topic: str) -> None:
+        """Forget a source queue's tasks: its new home lists and runs them now."""
+        for task in self._by_source.pop(source_topic, []):
+            self._by_id.pop(task.task_id, None)
+
+    async def _write(self, task: MoveTask) -> None:
+        """Record the task's state; a failure only costs a later home a stale count (or, for
+        a last word, running the task on: at least once)."""
+        try:
+            await self._log.write(task.logged())
+        except (ProduceFailed, KafkaException) as error:
+            log.warning(
+                "message move task not recorded", extra={"task": task.task_id, "error": str(error)}
+            )
+
+    async def _forget(self, task_id: str) -> None:
+        try:
+            await self._log.forget(task_id)
+        except (ProduceFailed, KafkaException) as error:
+            log.warning("old move task not forgotten", extra={"task": task_id, "error": str(error)})
 
     # -- what the owner of a source partition does for a task (or for the home's) -------------
 
@@ -325,18 +440,19 @@ class MoveTasks:
         rate = task.max_per_second or limits.MAX_MOVE_MESSAGES_PER_SECOND
         loop = asyncio.get_running_loop()
         started_s = loop.time()
-        handled = 0
+        handled = task_start_moved = task.moved  # > 0 when run on where an earlier home left it
+        written_s = time.monotonic()
         try:
             while handled < task.to_move and not task.cancel_requested.is_set():
+                if self._closing.is_set():
+                    raise _LeftHere(last_word=True)
                 source = self._registry.current(task.source)
                 if source is None:
                     raise QueueDoesNotExist()
                 if not self._messages.ownership.serves(source.topic, 0):
                     # Partition 0 moved: the new home answers for the queue's tasks now and
-                    # may start another, so this one must not go on beside it.
-                    raise ServiceUnavailable(
-                        "The gateway running this task no longer serves its source queue."
-                    )
+                    # runs this one on, so it must not go on here beside it.
+                    raise _LeftHere(last_word=False)
                 held = await self._hold(source, min(MOVE_BATCH, rate, task.to_move - handled))
                 if not held:
                     break  # nothing visible in the DLQ any more
@@ -348,13 +464,19 @@ class MoveTasks:
                 for outcome in outcomes:
                     if isinstance(outcome, Exception):
                         raise outcome
-                # Pace to `rate` messages a second, waking at once for a cancel.
-                delay_s = started_s + handled / rate - loop.time()
+                if time.monotonic() - written_s >= PROGRESS_EVERY_S:
+                    written_s = time.monotonic()
+                    await self._write(task)
+                delay_s = started_s + (handled - task_start_moved) / rate - loop.time()
                 if delay_s > 0:
-                    try:
-                        await asyncio.wait_for(task.cancel_requested.wait(), delay_s)
-                    except TimeoutError:
-                        pass
+                    await self._pause(task, delay_s)
+        except _LeftHere as left:
+            log.info("message move task left to the next home", extra={"task": task.task_id})
+            if left.last_word:
+                await self._write(task)
+            else:
+                self._stopped_here(task.source.topic)
+            return
         except SqsError as error:
             self._fail(task, error.code, error.message)
         except (ProduceFailed, KafkaException) as error:
@@ -363,12 +485,26 @@ class MoveTasks:
             log.exception("message move task failed", extra={"task": task.task_id})
             self._fail(task, InternalError.code, str(error))
         else:
-            cancelled = task.cancel_requested.is_set()
+            cancelled = task.cancel_requested.is_set() or task.status is MoveTaskStatus.CANCELLING
             task.status = MoveTaskStatus.CANCELLED if cancelled else MoveTaskStatus.COMPLETED
             log.info(
                 "message move task cancelled" if cancelled else "message move task completed",
                 extra={"task": task.task_id, "moved": task.moved},
             )
+        await self._write(task)
+
+    async def _pause(self, task: MoveTask, delay_s: float) -> None:
+        """Pace a task to its rate: sleep `delay_s`, waking at once for a cancel or a
+        shutdown."""
+        wakers = [
+            asyncio.ensure_future(task.cancel_requested.wait()),
+            asyncio.ensure_future(self._closing.wait()),
+        ]
+        try:
+            await asyncio.wait(wakers, timeout=delay_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waker in wakers:
+                waker.cancel()
 
     async def _hold(self, source: QueueRecord, wanted: int) -> list[tuple[PartitionKey, Delivery]]:
         """Up to `wanted` messages of the source, from the partitions served here first, then

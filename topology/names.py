@@ -20,6 +20,8 @@ LEASES_TOPIC = "__kqs_leases"
 # Which gateway last served each queue partition, and where it answers (ownership mode).
 OWNERS_TOPIC = "__kqs_owners"
 EVENTS_TOPIC = "__kqs_events"
+# The message move tasks (DLQ redrives), so that a task outlives the gateway running it.
+MOVE_TASKS_TOPIC = "__kqs_move_tasks"
 # Written by the Spark jobs (spark_streaming/settings.py, which ships without this package,
 # spells them again), read by the dashboard.
 METRICS_TOPIC = "__kqs_metrics"

@@ -15,14 +15,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
 from topology.admin import TopicAdmin
-from topology.client_log import LIBRDKAFKA
-from topology.consuming import watermarks
 from topology.names import OWNERS_TOPIC
-from topology.producer import AsyncProducer, coordinates
-from topology.topic_tail import TailRecord, TopicTail
+from topology.producer import AsyncProducer
+from topology.topic_tail import TailRecord, TopicTail, read_to_end
 
 log = logging.getLogger("kqs.owners")
 
@@ -76,32 +72,8 @@ class OwnersDirectory:
 
     def load(self, timeout_s: float = 30.0) -> None:
         """Read the topic to its current end (blocking; before `follow`)."""
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self._bootstrap,
-                "group.id": "kqs-owners-reader",
-                "enable.auto.commit": False,
-                "logger": LIBRDKAFKA,
-            }
-        )
-        try:
-            _, high = watermarks(consumer, TopicPartition(OWNERS_TOPIC, 0), timeout_s)
-            if high > 0:
-                consumer.assign([TopicPartition(OWNERS_TOPIC, 0, OFFSET_BEGINNING)])
-                position = -1
-                while position < high - 1:
-                    msg = consumer.poll(timeout_s)
-                    if msg is None:
-                        raise TimeoutError(f"{OWNERS_TOPIC} stalled at offset {position}")
-                    if msg.error():
-                        raise RuntimeError(f"reading {OWNERS_TOPIC}: {msg.error()}")
-                    _, _, position = coordinates(msg)
-                    key, value = msg.key(), msg.value()
-                    if isinstance(key, bytes) and (value is None or isinstance(value, bytes)):
-                        self._apply([(position, key, value)])
-            self.position = max(high, 0)
-        finally:
-            consumer.close()
+        end = read_to_end(self._bootstrap, OWNERS_TOPIC, self._apply, timeout_s)
+        self.position = max(self.position, end)
         log.info("owners directory loaded", extra={"partitions": len(self._owners)})
 
     def follow(self, on_change: Callable[[], None]) -> TopicTail:

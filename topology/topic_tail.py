@@ -12,10 +12,10 @@ import logging
 import threading
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from topology.client_log import LIBRDKAFKA
-from topology.consuming import as_bytes, poll_batch
+from topology.consuming import as_bytes, poll_batch, watermarks
 from topology.producer import coordinates
 
 log = logging.getLogger("kqs.topic_tail")
@@ -27,6 +27,36 @@ OnRecords = Callable[[list[TailRecord]], None]
 # How long a fetch with nothing new waits at the broker: the delay before another gateway's
 # change is seen (these topics are one partition each, so a short wait costs little).
 DEFAULT_FETCH_WAIT_MS = 100
+
+
+def read_to_end(bootstrap: str, topic: str, on_records: OnRecords, timeout_s: float = 30.0) -> int:
+    """Hand every record of partition 0 of `topic`, up to its end now, to `on_records` (in
+    log order, one record a call), blocking; returns that end: where a `TopicTail` resumes."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kqs-topic-reader",  # required by librdkafka; nothing is committed
+            "enable.auto.commit": False,
+            "logger": LIBRDKAFKA,
+        }
+    )
+    try:
+        _, high = watermarks(consumer, TopicPartition(topic, 0), timeout_s)
+        if high <= 0:
+            return 0
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        position = -1
+        while position < high - 1:
+            msg = consumer.poll(timeout_s)
+            if msg is None:
+                raise TimeoutError(f"{topic} stalled at offset {position}")
+            if msg.error():
+                raise RuntimeError(f"reading {topic}: {msg.error()}")
+            _, _, position = coordinates(msg)
+            on_records([(position, as_bytes(msg.key()) or b"", as_bytes(msg.value()))])
+        return high
+    finally:
+        consumer.close()
 
 
 class TopicTail:

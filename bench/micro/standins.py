@@ -35,6 +35,7 @@ from topology.admin import TopicAdmin
 from topology.catalog import Catalog, CatalogSnapshot, OnCatalogRecords, QueueRecord
 from topology.events import EventPublisher
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer
+from topology.move_task_log import MoveTaskLog
 from topology.producer import AsyncProducer, Delivered, FollowerProducer, OnDelivered
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import from_record
@@ -288,6 +289,19 @@ class EmptyCatalog(Catalog):
         return IdleTail("in-process", "", start_offset, lambda batch: None)
 
 
+class EmptyMoveTaskLog(MoveTaskLog):
+    """The move tasks of a new cluster: nothing to load, and no other gateway writes."""
+
+    def load(self, timeout_s: float = 30.0) -> None:
+        pass
+
+    def follow(self) -> TopicTail:
+        return IdleTail("in-process", "", self.position, lambda batch: None)
+
+    async def caught_up(self) -> bool:
+        return True
+
+
 class IdleTail(TopicTail):
     """A catalog follower with no other gateway to hear from: starts no thread."""
 
@@ -345,6 +359,9 @@ class InProcessKafka(KafkaClients):
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return EmptyCatalog(self.bootstrap, admin, producer)
+
+    def move_task_log(self, admin: TopicAdmin, producer: AsyncProducer) -> MoveTaskLog:
+        return EmptyMoveTaskLog(self.bootstrap, admin, producer)
 
     async def open_leases(
         self, records: Iterable[QueueRecord], clock: Clock, on_commit: CommitListener

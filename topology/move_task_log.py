@@ -1,0 +1,124 @@
+"""`__kqs_move_tasks`: the message move tasks, kept so that a task outlives its gateway.
+
+The gateway running a source queue's tasks (its home, `gateway/move_tasks.py`) writes a
+task's record when the task starts, at most once a second while it moves, when a cancel is
+asked for and when it ends. One compacted record per task, key its task id, value JSON
+`{"source_topic": <the source queue's topic>, "task": <MoveTaskSummary's fields>}`; a
+tombstone once the task falls out of its queue's history. Every gateway reads the topic whole
+at start and then follows it, so the gateway that becomes a source queue's home (after a
+restart, or when the group gives it the queue's partition 0) lists the tasks the last home
+listed and runs on those it left RUNNING.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from topology.admin import TopicAdmin
+from topology.names import MOVE_TASKS_TOPIC
+from topology.producer import AsyncProducer
+from topology.topic_tail import TailRecord, TopicTail, read_to_end
+
+log = logging.getLogger("kqs.move_task_log")
+
+TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"}
+# How long a new home waits to have read every record the topic holds (the last home's last
+# words on its tasks) before it runs them on.
+CATCH_UP_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedTask:
+    task_id: str
+    source_topic: str
+    fields: dict[str, object]  # MoveTaskSummary.encode(): decoded by gateway/move_tasks.py
+
+    def encode(self) -> bytes:
+        return json.dumps({"source_topic": self.source_topic, "task": self.fields}).encode()
+
+    @classmethod
+    def decode(cls, task_id: str, raw: bytes) -> LoggedTask:
+        value = json.loads(raw)
+        return cls(task_id, str(value["source_topic"]), dict(value["task"]))
+
+
+class MoveTaskLog:
+    """The tasks as this gateway knows them: read whole at start, then followed."""
+
+    def __init__(self, bootstrap: str, admin: TopicAdmin, producer: AsyncProducer) -> None:
+        self._bootstrap = bootstrap
+        self._admin = admin
+        self._producer = producer
+        self._tasks: dict[str, LoggedTask] = {}
+        self._by_source: dict[str, dict[str, LoggedTask]] = {}  # source topic -> by task id
+        # Offset each entry comes from: this gateway's own write, applied when acknowledged,
+        # must not be replaced by an older record read back late.
+        self._offsets: dict[str, int] = {}
+        self.position = 0  # the next offset of the topic to read
+        self._tail: TopicTail | None = None
+
+    async def ensure_topic(self) -> None:
+        # Synced as the catalog is: a task's start is answered once its record is in Kafka.
+        await self._admin.create_topic(MOVE_TASKS_TOPIC, 1, self._admin.durable(TOPIC_CONFIG))
+
+    def load(self, timeout_s: float = 30.0) -> None:
+        """Read the topic to its current end (blocking; before `follow`)."""
+        end = read_to_end(self._bootstrap, MOVE_TASKS_TOPIC, self._apply, timeout_s)
+        self.position = max(self.position, end)
+        log.info("move tasks loaded", extra={"tasks": len(self._tasks)})
+
+    def follow(self) -> TopicTail:
+        """Follow the topic from where `load` ended (the other gateways' writes)."""
+        self._tail = TopicTail(self._bootstrap, MOVE_TASKS_TOPIC, self.position, self._apply)
+        return self._tail
+
+    async def caught_up(self) -> bool:
+        """Wait (at most `CATCH_UP_TIMEOUT_S`) until every record in the topic now was read."""
+        (end,) = await self._admin.end_offsets(MOVE_TASKS_TOPIC, 1)
+        deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
+        while self.position < end:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    def tasks_of(self, source_topic: str) -> list[LoggedTask]:
+        """The tasks of one source queue incarnation (in no particular order)."""
+        return list(self._by_source.get(source_topic, {}).values())
+
+    async def write(self, task: LoggedTask) -> None:
+        """Record the task's state now (acks=all, awaited)."""
+        delivered = await self._producer.send(
+            MOVE_TASKS_TOPIC, task.encode(), key=task.task_id.encode()
+        )
+        self._set(task.task_id, delivered.offset, task)
+
+    async def forget(self, task_id: str) -> None:
+        delivered = await self._producer.send(MOVE_TASKS_TOPIC, None, key=task_id.encode())
+        self._set(task_id, delivered.offset, None)
+
+    def _apply(self, batch: list[TailRecord]) -> None:
+        for offset, key, value in batch:
+            self.position = max(self.position, offset + 1)
+            task_id = key.decode()
+            try:
+                task = LoggedTask.decode(task_id, value) if value is not None else None
+            except (ValueError, KeyError, TypeError):
+                log.warning("unreadable move task record skipped", extra={"offset": offset})
+                continue
+            self._set(task_id, offset, task)
+
+    def _set(self, task_id: str, offset: int, task: LoggedTask | None) -> None:
+        if offset <= self._offsets.get(task_id, -1):
+            return
+        self._offsets[task_id] = offset
+        old = self._tasks.pop(task_id, None)
+        if old is not None:
+            self._by_source[old.source_topic].pop(task_id, None)
+        if task is not None:
+            self._tasks[task_id] = task
+            self._by_source.setdefault(task.source_topic, {})[task_id] = task
