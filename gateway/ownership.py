@@ -59,6 +59,11 @@ class EveryPartition:
     async def until_served(self, topic: str, partitions: Iterable[int], timeout_s: float) -> bool:
         return True
 
+    async def until_moved(
+        self, topic: str, partition: int, away_from: Owner | None, timeout_s: float
+    ) -> bool:
+        return True
+
 
 class GroupOwnership:
     def __init__(
@@ -163,6 +168,24 @@ class GroupOwnership:
             lambda: all(self.serves(topic, p) or self.owner(topic, p) is not None for p in wanted),
             timeout_s,
         )
+
+    async def until_moved(
+        self, topic: str, partition: int, away_from: Owner | None, timeout_s: float
+    ) -> bool:
+        """Wait (at most `timeout_s`) until the partition is served here or the directory
+        names a gateway other than `away_from` (None: this one), which let it go or cannot be
+        reached; False if it still names that one, or nobody.
+
+        The directory goes on naming a gateway that released (or died with) a partition
+        until the next owner has restored it and published itself."""
+
+        def moved() -> bool:
+            if self.serves(topic, partition):
+                return True
+            owner = self.owner(topic, partition)
+            return owner is not None and owner != away_from
+
+        return await self._until(moved, timeout_s)
 
     async def _until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Whether `condition` held within `timeout_s`, checked at each directory change
