@@ -473,9 +473,18 @@ class MessageService:
     async def receive_here(
         self, record: QueueRecord, partitions: list[int], max_messages: int, visibility_ms: int
     ) -> tuple[list[Received], int]:
-        """A receive forwarded by another gateway, on partitions served here."""
+        """A receive forwarded by another gateway, on its partitions still served here: one
+        that moved meanwhile has nothing to give (as one nobody serves), the others answer;
+        `NotServedHere` only when none is served here any more."""
         keys = partition_keys(record)
-        pks = [keys[p] for p in self.served_here(record, partitions)]
+        still = [
+            p
+            for p in partitions
+            if p < record.partitions and self.ownership.serves(record.topic, p)
+        ]
+        if partitions and not still:
+            raise NotServedHere(f"{record.topic}/{partitions}")
+        pks = [keys[p] for p in still]
         return await self._receive_partitions(
             record, pks, max_messages, visibility_ms, self._clock.now_ms()
         )
@@ -501,6 +510,10 @@ class MessageService:
             wanted = max_messages - len(received)
             if wanted <= 0:
                 break
+            if not self._everything_here and not self.ownership.serves(record.topic, pk.partition):
+                # Released while a dead-letter move awaited Kafka: its next owner may have
+                # restored it already, without a lease taken here now.
+                continue
             # FIFO: groups in order, nothing from a group with a message in flight. Fair: a
             # standard queue known to carry MessageGroupIds (`fair_topics`); groups take turns.
             plain = not fifo_queue and record.topic not in self.fair_topics

@@ -261,7 +261,7 @@ class GroupOwnership:
                     current, stale = self._sort(partitions)
                     if stale:
                         await self._restore(stale)
-                    await self._serve(current + stale, take)
+                    served = await self._serve(current + stale, take)
                 self._settled = True
                 break
             except Exception:
@@ -271,8 +271,8 @@ class GroupOwnership:
         log.info(
             "partitions served",
             extra={
-                "partitions": len(current) + len(stale),
-                "restored": len(stale),
+                "partitions": len(served),
+                "restored": len(served.intersection(stale)),
                 "elapsed_s": round(time.monotonic() - began, 3),
             },
         )
@@ -330,8 +330,9 @@ class GroupOwnership:
             extra={"partitions": len(targets), "live_messages": stats.live_messages},
         )
 
-    async def _serve(self, partitions: Partitions, take: int) -> None:
-        """Publish this gateway as the partitions' owner, then serve them.
+    async def _serve(self, partitions: Partitions, take: int) -> set[tuple[str, int]]:
+        """Publish this gateway as the partitions' owner, then serve them; returns those
+        served.
 
         Only those still `take`'s: one revoked while it restored, served by another gateway
         and given back (a later take, waiting for this one) would otherwise be served from
@@ -367,6 +368,7 @@ class GroupOwnership:
             self._ingest.assign(topic, next_offsets)
         for record in served.values():
             self._on_served(record)
+        return {(topic, p) for topic, offsets in by_topic.items() for p in offsets}
 
     async def _release(self, partitions: Partitions) -> None:
         """Stop serving, then make sure every lease change of the partitions is in Kafka,

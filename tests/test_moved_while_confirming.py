@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Sequence
 
 import pytest
 
@@ -132,13 +133,17 @@ async def gateway_serving_the_queue(
     served: bool = True,
     forwarder: Forwarder | None = None,
     queue: QueueRecord = QUEUE,
+    clock: ManualClock | None = None,
+    also: Sequence[QueueRecord] = (),
 ) -> tuple[MessageService, GroupOwnership]:
     """`served`: partition 0 of `queue` is served here; `forwarder`: the channel to the
-    other gateways (none: nothing can be forwarded)."""
+    other gateways (none: nothing can be forwarded); `also`: other queues that exist."""
     log = Log()
-    clock = ManualClock(T0)
+    clock = clock or ManualClock(T0)
     leases = LeaseStore(MemoryKeyValueStore())
     registry = registry_of(queue, log)
+    for offset, other in enumerate(also, start=1):
+        registry.apply(other, offset)
     ownership = ownership_on_the_loop(
         registry, directory or RememberingDirectory(), leases, clock, log
     )

@@ -6,6 +6,9 @@ once that record is in `__kqs_owners`, so the next owner's record comes after it
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from tests.test_moved_while_confirming import (
     ME,
@@ -13,7 +16,10 @@ from tests.test_moved_while_confirming import (
     RememberingDirectory,
     gateway_serving_the_queue,
 )
+from topology.catalog import QueueRecord
 from topology.owners import Owner
+
+TWO_PARTITIONS = QueueRecord("000000000000", "pair", "cd" * 16, 2)
 
 
 class HeldDirectory(RememberingDirectory):
@@ -50,3 +56,43 @@ async def test_a_revocation_during_the_directory_record_waits_for_it() -> None:
     assert directory.published == [(QUEUE.topic, 0)]
     assert directory.owner(QUEUE.topic, 0) == ME
     assert not ownership.serves(QUEUE.topic, 0)
+
+
+class HeldEndDirectory(RememberingDirectory):
+    """Answers where `__kqs_owners` ends only once the test lets it (a take waits there)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = asyncio.Event()
+        self.let_through = asyncio.Event()
+
+    async def end_offset(self) -> int:
+        self.asked.set()
+        await self.let_through.wait()
+        return await super().end_offset()
+
+
+async def test_a_take_logs_the_partitions_it_served_not_those_revoked_meanwhile(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given two partitions being taken, the take waiting for the directory
+    caplog.set_level(logging.INFO, logger="kqs.ownership")
+    directory = HeldEndDirectory()
+    _, ownership = await gateway_serving_the_queue(directory, served=False, queue=TWO_PARTITIONS)
+    ownership.assigned([(TWO_PARTITIONS.topic, 0), (TWO_PARTITIONS.topic, 1)])
+    await asyncio.wait_for(directory.asked.wait(), 5)
+
+    # When the group revokes one of them meanwhile, and the take goes on
+    await asyncio.to_thread(ownership.revoked, [(TWO_PARTITIONS.topic, 1)])
+    directory.let_through.set()
+    served = [r for r in caplog.records if r.getMessage() == "partitions served"]
+    for _ in range(100):  # bounded: a few loop turns
+        if served:
+            break
+        await asyncio.sleep(0)
+        served = [r for r in caplog.records if r.getMessage() == "partitions served"]
+
+    # Then only the one it kept is served, and the log says one
+    assert ownership.serves(TWO_PARTITIONS.topic, 0)
+    assert not ownership.serves(TWO_PARTITIONS.topic, 1)
+    assert [r.__dict__["partitions"] for r in served] == [1]
