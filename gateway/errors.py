@@ -7,7 +7,12 @@ the HTTP status and whether the sender is at fault. Rendering lives in `protocol
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lease_store import errors as lease_errors
+
+if TYPE_CHECKING:
+    from topology.owners import Owner
 
 
 class SqsError(Exception):
@@ -234,6 +239,22 @@ class ServiceUnavailable(SqsError):
     code = "ServiceUnavailable"
     json_type = "ServiceUnavailable"
     http_status = 503
+
+
+class OwnerGone(ServiceUnavailable):
+    """The gateway that served a partition let it go, or could not be reached, before a
+    request about the partition was done there: nothing says the request failed on its own
+    merits, so the partition's next owner may take it (see `MessageService.until_moved`).
+
+    `owner`: the gateway gone (None: this one, which lost the partition while it confirmed
+    a change). An owner's own `OwnerGone` travels back by class name like any SQS error.
+    """
+
+    owner: Owner | None = None  # also when decoded from an owner's answer
+
+    def __init__(self, message: str, owner: Owner | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner
 
 
 _NOT_AVAILABLE = "Message does not exist or is not available for visibility timeout change."

@@ -21,7 +21,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.errors import InvalidParameterValue, MissingParameter, ServiceUnavailable
+from gateway.errors import (
+    InvalidParameterValue,
+    MissingParameter,
+    OwnerGone,
+    ServiceUnavailable,
+)
 from gateway.queues import group_partition, partition_keys
 from lease_store import fifo
 from lease_store.clock import Clock
@@ -128,10 +133,32 @@ class FifoService:
     ) -> FifoSent:
         """Send unless a duplicate. With several gateways, on the gateway serving the message
         group's partition, whose lease store has the window (a forwarded send: `forward`
-        False, never forwarded again)."""
-        assert message.deduplication_id is not None and message.deduplication_scope is not None
+        False, never forwarded again).
+
+        A send whose owner was gone (`OwnerGone`) is sent once more where the partition's
+        next owner serves it. Safe even if the gone owner had produced it: the retry has the
+        same deduplication id, the next owner's window comes from the partition's log (its
+        restore replays it), and its ingest refuses a duplicate that reached the log anyway,
+        answering the original's MessageId, as for the client's own retry."""
+        try:
+            return await self._send_once(record, message, forward)
+        except OwnerGone as gone:
+            target = self._target(record, message)
+            if not await self._messages.until_moved(record, target.partition, gone.owner):
+                raise
+            return await self._send_once(record, message, forward)
+
+    @staticmethod
+    def _target(record: QueueRecord, message: StoredMessage) -> PartitionKey:
+        """The partition of the message's group."""
         partitions = partition_keys(record)
-        target = partitions[group_partition(message.message_group_id or "", len(partitions))]
+        return partitions[group_partition(message.message_group_id or "", len(partitions))]
+
+    async def _send_once(
+        self, record: QueueRecord, message: StoredMessage, forward: bool
+    ) -> FifoSent:
+        assert message.deduplication_id is not None and message.deduplication_scope is not None
+        target = self._target(record, message)
         if forward:  # a forwarded send: the sender waited
             await self._messages.until_served(record, [target])
         elsewhere = self._messages.owner_elsewhere(record, target, forward)

@@ -4,8 +4,9 @@
 of the operation and body under the receipt secret every gateway of a deployment shares
 (`gateway/internal_api.py` serves it). Operations work on the partitions the owner serves
 and reuse its message path (`MessageService.*_here`); an owner asked about a partition it does
-not serve answers 409, and an owner that cannot be reached is the client's retryable
-`ServiceUnavailable`. SQS errors and lease-store errors of the owner (a message not available,
+not serve answers 409, and that or an owner that cannot be reached is `OwnerGone`, a retryable
+`ServiceUnavailable` (deletes, visibility changes and FIFO sends try once more where the
+partition's next owner serves it). SQS errors and lease-store errors of the owner (a message not available,
 a visibility too long) travel back by class name and message, and are raised here as they
 were there, so the action that forwarded answers exactly as if the partition were local.
 """
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from gateway import errors
-from gateway.errors import ServiceUnavailable, SqsError
+from gateway.errors import OwnerGone, ServiceUnavailable, SqsError
 from gateway.fifo import FifoSent
 from lease_store.errors import LeaseError
 from lease_store.records import LeaseFact, StoredMessage
@@ -146,9 +147,9 @@ def decode_lease_error(raw: dict[str, Any]) -> LeaseError:
     return cls(*[str(a) for a in raw.get("args", [])])
 
 
-def _unavailable() -> ServiceUnavailable:
-    return ServiceUnavailable(
-        "The gateway serving this queue partition could not be reached. Retry later."
+def _gone(owner: Owner) -> OwnerGone:
+    return OwnerGone(
+        "The gateway serving this queue partition could not be reached. Retry later.", owner
     )
 
 
@@ -194,7 +195,7 @@ class Forwarder:
                             "topic": payload.get("topic"),
                         },
                     )
-                    raise _unavailable()
+                    raise _gone(owner)
                 answer: dict[str, Any] = await response.json()
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
             log.warning(
@@ -206,9 +207,13 @@ class Forwarder:
                     "error": str(exc),
                 },
             )
-            raise _unavailable() from exc
+            raise _gone(owner) from exc
         if "error" in answer:
-            raise decode_error(answer["error"])
+            error = decode_error(answer["error"])
+            if isinstance(error, OwnerGone):
+                # The partition moved away from that owner while it made the change.
+                raise OwnerGone(error.message, owner)
+            raise error
         if "lease_error" in answer:
             raise decode_lease_error(answer["lease_error"])
         return answer

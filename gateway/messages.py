@@ -26,12 +26,14 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from confluent_kafka import KafkaException
 
 from gateway import limits
 from gateway.errors import (
     OverLimit,
+    OwnerGone,
     PurgeQueueInProgress,
     QueueDoesNotExist,
     ReceiptHandleIsInvalid,
@@ -74,8 +76,11 @@ INGEST_WAIT_S = 10.0
 
 
 # Longest a request waits for a partition that no gateway serves (a rebalance moving it from
-# one to the next; measured ~0.7 s for a restore) before it fails with ServiceUnavailable.
+# one to the next; measured ~0.7 s for a restore) before it fails with ServiceUnavailable; and
+# for the next owner of one whose owner was gone (`OwnerGone`) before trying once more.
 MOVING_WAIT_S = 5.0
+
+Entry = TypeVar("Entry")
 
 
 def _nobody_to_wake(topic: str, partition: int) -> None:
@@ -468,9 +473,18 @@ class MessageService:
     async def receive_here(
         self, record: QueueRecord, partitions: list[int], max_messages: int, visibility_ms: int
     ) -> tuple[list[Received], int]:
-        """A receive forwarded by another gateway, on partitions served here."""
+        """A receive forwarded by another gateway, on its partitions still served here: one
+        that moved meanwhile has nothing to give (as one nobody serves), the others answer;
+        `NotServedHere` only when none is served here any more."""
         keys = partition_keys(record)
-        pks = [keys[p] for p in self.served_here(record, partitions)]
+        still = [
+            p
+            for p in partitions
+            if p < record.partitions and self.ownership.serves(record.topic, p)
+        ]
+        if partitions and not still:
+            raise NotServedHere(f"{record.topic}/{partitions}")
+        pks = [keys[p] for p in still]
         return await self._receive_partitions(
             record, pks, max_messages, visibility_ms, self._clock.now_ms()
         )
@@ -496,6 +510,10 @@ class MessageService:
             wanted = max_messages - len(received)
             if wanted <= 0:
                 break
+            if not self._everything_here and not self.ownership.serves(record.topic, pk.partition):
+                # Released while a dead-letter move awaited Kafka: its next owner may have
+                # restored it already, without a lease taken here now.
+                continue
             # FIFO: groups in order, nothing from a group with a message in flight. Fair: a
             # standard queue known to carry MessageGroupIds (`fair_topics`); groups take turns.
             plain = not fifo_queue and record.topic not in self.fair_topics
@@ -621,6 +639,13 @@ class MessageService:
             partitions = {pk.partition for pk in pks}
             await self.ownership.until_served(record.topic, partitions, MOVING_WAIT_S)
 
+    async def until_moved(
+        self, record: QueueRecord, partition: int, away_from: Owner | None
+    ) -> bool:
+        """Wait (at most `MOVING_WAIT_S`) until a partition whose owner was gone
+        (`OwnerGone.owner`, None: this gateway) is served here or by another gateway."""
+        return await self.ownership.until_moved(record.topic, partition, away_from, MOVING_WAIT_S)
+
     def _partitions_named(
         self, record: QueueRecord, receipt_handles: Iterable[str]
     ) -> list[PartitionKey]:
@@ -670,8 +695,23 @@ class MessageService:
         One lease-store write per partition served here for all of them; the others go to
         their partitions' owners. Answers once the removals are on disk (the lease store's
         WAL, synced once for all the writes of this event-loop turn). The changelog records
-        follow without waiting.
+        follow without waiting. An entry whose partition's owner was gone is tried once more
+        at the next owner (`_once_more_where_moved`).
         """
+        outcomes = await self._delete_once(record, receipt_handles, forward)
+        if not forward:
+            return outcomes  # the gateway that forwarded it tries again
+        return await self._once_more_where_moved(
+            record,
+            receipt_handles,
+            outcomes,
+            lambda receipt_handle: receipt_handle,
+            lambda again: self._delete_once(record, again, forward),
+        )
+
+    async def _delete_once(
+        self, record: QueueRecord, receipt_handles: Sequence[str], forward: bool
+    ) -> list[Exception | None]:
         if forward and not self._everything_here:  # a forwarded request: the sender waited
             await self.until_served(record, self._partitions_named(record, receipt_handles))
         outcomes: list[Exception | None] = [None] * len(receipt_handles)
@@ -734,9 +774,24 @@ class MessageService:
         """Restart the leases these (receipt handle, seconds) name: for each, None or what
         failed it (MessageNotAvailable, an invalid or, on FIFO, expired handle).
 
-        Partitions served elsewhere go to their owners. Answers once the changes are on
+        Partitions served elsewhere go to their owners (and an entry whose partition's owner
+        was gone, to the next one: `_once_more_where_moved`). Answers once the changes are on
         disk: one WAL sync for all of them (and for every other write of this turn).
         """
+        outcomes = await self._change_visibility_once(record, changes, forward)
+        if not forward:
+            return outcomes  # the gateway that forwarded it tries again
+        return await self._once_more_where_moved(
+            record,
+            changes,
+            outcomes,
+            lambda change: change[0],
+            lambda again: self._change_visibility_once(record, again, forward),
+        )
+
+    async def _change_visibility_once(
+        self, record: QueueRecord, changes: Sequence[tuple[str, int]], forward: bool
+    ) -> list[Exception | None]:
         if forward and not self._everything_here:  # a forwarded request: the sender waited
             handles = [receipt_handle for receipt_handle, _ in changes]
             await self.until_served(record, self._partitions_named(record, handles))
@@ -800,7 +855,8 @@ class MessageService:
         The partition's new owner may have restored it from the changelog before this
         change's record reached Kafka (a gateway learns late that the group took its
         partitions when the broker was down): answering success would let an acknowledged
-        delete be undone. A retry reaches the new owner."""
+        delete be undone. As `OwnerGone`, the entry is tried once more at the new owner
+        (by this gateway, or by the one that forwarded it here)."""
         moved = {
             pk
             for pk, spell in spells.items()
@@ -814,9 +870,50 @@ class MessageService:
         )
         for i, pk in local:
             if pk in moved and outcomes[i] is None:
-                outcomes[i] = ServiceUnavailable(
+                outcomes[i] = OwnerGone(
                     "This queue partition moved to another gateway during the request. Retry."
                 )
+
+    async def _once_more_where_moved(
+        self,
+        record: QueueRecord,
+        entries: Sequence[Entry],
+        outcomes: list[Exception | None],
+        handle_of: Callable[[Entry], str],
+        attempt: Callable[[Sequence[Entry]], Awaitable[list[Exception | None]]],
+    ) -> list[Exception | None]:
+        """Try once more the entries whose partition's owner was gone (`OwnerGone`: it let
+        the partition go or could not be reached), each partition's once its next owner
+        serves it (`until_moved`); the others keep their outcome.
+
+        While a partition moves, the directory goes on naming the gateway that let it go
+        until the next one has restored it: without this, every delete of a handle of that
+        partition in the meantime would be refused. Only "gone" is tried again; what an owner
+        answered itself (an invalid handle, a message not in flight) stands. A delete or
+        visibility change applied by a gateway that then could not answer is harmless to
+        apply again."""
+        gone: dict[tuple[int, Owner | None], list[int]] = defaultdict(list)
+        for i, outcome in enumerate(outcomes):
+            if isinstance(outcome, OwnerGone):
+                pk, _ = self._locate(record, handle_of(entries[i]))
+                gone[(pk.partition, outcome.owner)].append(i)
+
+        async def again(partition: int, away_from: Owner | None, indexes: list[int]) -> None:
+            if not await self.until_moved(record, partition, away_from):
+                log.warning(
+                    "owner of the partition gone, no next one in time: answered as unavailable",
+                    extra={"queue": record.key, "partition": partition, "entries": len(indexes)},
+                )
+                return
+            retried = await attempt([entries[i] for i in indexes])
+            for i, outcome in zip(indexes, retried, strict=True):
+                outcomes[i] = outcome
+
+        retries = [again(p, owner, indexes) for (p, owner), indexes in gone.items()]
+        for failed in await asyncio.gather(*retries, return_exceptions=True):
+            if isinstance(failed, BaseException):
+                raise failed  # as the first try would have: the whole request fails
+        return outcomes
 
     @staticmethod
     async def _settle_forwarded(

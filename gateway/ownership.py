@@ -62,6 +62,11 @@ class EveryPartition:
     async def until_served(self, topic: str, partitions: Iterable[int], timeout_s: float) -> bool:
         return True
 
+    async def until_moved(
+        self, topic: str, partition: int, away_from: Owner | None, timeout_s: float
+    ) -> bool:
+        return True
+
 
 class GroupOwnership:
     def __init__(
@@ -167,6 +172,24 @@ class GroupOwnership:
             timeout_s,
         )
 
+    async def until_moved(
+        self, topic: str, partition: int, away_from: Owner | None, timeout_s: float
+    ) -> bool:
+        """Wait (at most `timeout_s`) until the partition is served here or the directory
+        names a gateway other than `away_from` (None: this one), which let it go or cannot be
+        reached; False if it still names that one, or nobody.
+
+        The directory goes on naming a gateway that released (or died with) a partition
+        until the next owner has restored it and published itself."""
+
+        def moved() -> bool:
+            if self.serves(topic, partition):
+                return True
+            owner = self.owner(topic, partition)
+            return owner is not None and owner != away_from
+
+        return await self._until(moved, timeout_s)
+
     async def _until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Whether `condition` held within `timeout_s`, checked at each directory change
         (and every 50 ms: serving here does not always go through the directory first)."""
@@ -241,7 +264,7 @@ class GroupOwnership:
                     current, stale = self._sort(partitions)
                     if stale:
                         await self._restore(stale)
-                    await self._serve(current + stale, take)
+                    served = await self._serve(current + stale, take)
                 self._settled = True
                 break
             except Exception:
@@ -251,8 +274,8 @@ class GroupOwnership:
         log.info(
             "partitions served",
             extra={
-                "partitions": len(current) + len(stale),
-                "restored": len(stale),
+                "partitions": len(served),
+                "restored": len(served.intersection(stale)),
                 "elapsed_s": round(time.monotonic() - began, 3),
             },
         )
@@ -331,8 +354,9 @@ class GroupOwnership:
             extra={"partitions": len(targets), "live_messages": stats.live_messages},
         )
 
-    async def _serve(self, partitions: Partitions, take: int) -> None:
-        """Publish this gateway as the partitions' owner, then serve them.
+    async def _serve(self, partitions: Partitions, take: int) -> set[tuple[str, int]]:
+        """Publish this gateway as the partitions' owner, then serve them; returns those
+        served.
 
         Only those still `take`'s: one revoked while it restored, served by another gateway
         and given back (a later take, waiting for this one) would otherwise be served from
@@ -368,6 +392,7 @@ class GroupOwnership:
             self._ingest.assign(topic, next_offsets)
         for record in served.values():
             self._on_served(record)
+        return {(topic, p) for topic, offsets in by_topic.items() for p in offsets}
 
     async def _release(self, partitions: Partitions) -> None:
         """Stop serving, then make sure every lease change of the partitions is in Kafka,

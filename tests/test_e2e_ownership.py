@@ -7,7 +7,9 @@ partitions, so both gateways serve some of each. Every wait is bounded polling.
 
 from __future__ import annotations
 
+import json
 import logging
+import socket
 import threading
 import time
 import urllib.request
@@ -22,7 +24,7 @@ from botocore.exceptions import ClientError
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from lease_store.handles import ReceiptHandleCodec
-from tests.harness import ACCOUNT_ID, GatewayProcess, client_for, gateway_pair
+from tests.harness import ACCOUNT_ID, NO_RETRIES, GatewayProcess, client_for, gateway_pair
 from tests.harness import eventually as harness_eventually
 from tests.harness import visible_and_in_flight as counts
 from tests.test_e2e_events import read_events
@@ -605,3 +607,104 @@ def test_a_killed_gateways_partitions_are_served_again_with_their_messages_and_l
         assert counts(survivor, url) == (0, 0)
     finally:
         gateways[killed].start()
+
+
+def refuses_connections(process: GatewayProcess) -> bool | None:
+    """True once the gateway's listening socket is closed (the first step of its shutdown)."""
+    try:
+        socket.create_connection(("127.0.0.1", process.port), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    return None
+
+
+def owner_gone_lines(process: GatewayProcess, since: int, topic: str) -> list[dict[str, Any]]:
+    """The gateway's log lines, from byte `since` on, of deletes and visibility changes of
+    `topic` forwarded to an owner that had let the partition go or could not be reached."""
+    with process.log_path.open("rb") as log_file:
+        log_file.seek(since)
+        lines = [json.loads(line) for line in log_file if line.startswith(b"{")]
+    return [
+        line
+        for line in lines
+        if line.get("msg") in ("owner not reached", "owner no longer serves the partition")
+        and line.get("operation") in ("delete", "change_visibility")
+        and line.get("topic") == topic
+    ]
+
+
+def test_deletes_and_visibility_changes_during_a_hand_over_wait_for_the_next_owner(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: twelve messages in flight, those sent through the leaving gateway (L) on
+    # partitions it serves, the others on the staying gateway's (S) when it serves some of
+    # the queue's (the group balances each gateway's total, not each queue)
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    name = f"moving-{uuid.uuid4().hex[:12]}"
+    url = clients[0].create_queue(QueueName=name)["QueueUrl"]
+    topic = topic_of(kafka_bootstrap, name)
+    leaving, staying, leaving_partitions = serving_and_other(gateways, kafka_bootstrap, topic)
+    for i in range(12):
+        clients[i % 2].send_message(QueueUrl=url, MessageBody=f"moving-{i}")
+    got = receive_all(clients, url, 12)
+    handles = [h[0] for h in got.values()]
+    on_leaver = [h for h in handles if partition_of(h) in leaving_partitions]
+    on_stayer = [h for h in handles if partition_of(h) not in leaving_partitions]
+    assert len(on_leaver) >= 4
+    on_either = on_stayer[0] if on_stayer else on_leaver[3]
+    # ... and clients of S that do not retry: what S answers is what a client sees
+    single, batch, visibility = (
+        client_for(protocol, gateways[staying].endpoint, config=NO_RETRIES) for _ in range(3)
+    )
+    log_start = gateways[staying].log_path.stat().st_size
+    # When: L leaves (SIGTERM), and as soon as it stops accepting connections (before the
+    # group gives its partitions to S, which needs L gone from the group and a restore), a
+    # delete, a batch delete (spanning both gateways' partitions when S serves some) and a
+    # visibility change arrive at S, which still finds L named as the owner
+    leaver = threading.Thread(target=gateways[leaving].terminate)
+    leaver.start()
+    try:
+        eventually(lambda: refuses_connections(gateways[leaving]), "the leaver closing its socket")
+        answers: dict[str, Any] = {}
+        calls = {
+            "delete": lambda: single.delete_message(QueueUrl=url, ReceiptHandle=on_leaver[0]),
+            "batch": lambda: batch.delete_message_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": "on-leaver", "ReceiptHandle": on_leaver[1]},
+                    {"Id": "on-either", "ReceiptHandle": on_either},
+                ],
+            ),
+            "visibility": lambda: visibility.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=on_leaver[2], VisibilityTimeout=0
+            ),
+        }
+
+        def call(what: str) -> None:
+            try:
+                answers[what] = calls[what]()
+            except ClientError as error:
+                answers[what] = error.response["Error"]["Code"]
+
+        threads = [threading.Thread(target=call, args=(what,)) for what in calls]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(BOUND_S)
+
+        # Then: each succeeded, none refused as unavailable while the partition moved
+        assert not isinstance(answers["delete"], str), answers["delete"]
+        assert not isinstance(answers["visibility"], str), answers["visibility"]
+        assert not isinstance(answers["batch"], str), answers["batch"]
+        assert answers["batch"].get("Failed", []) == []
+        assert sorted(e["Id"] for e in answers["batch"]["Successful"]) == ["on-either", "on-leaver"]
+        # ... after S had found L gone (the case this is about, not a move already over)
+        assert owner_gone_lines(gateways[staying], log_start, topic)
+        # ... and took effect: three deleted, one visible again, eight still in flight
+        eventually(
+            lambda: True if counts(clients[staying], url) == (1, 8) else None,
+            "the deletes and the visibility change counted by S",
+        )
+    finally:
+        leaver.join(BOUND_S)
+        gateways[leaving].start()

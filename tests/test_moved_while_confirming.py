@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Sequence
 
 import pytest
 
 from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
-from gateway.errors import ServiceUnavailable
+from gateway.errors import OwnerGone, ServiceUnavailable
+from gateway.fifo import FifoSent
+from gateway.forwarding import Forwarder
 from gateway.group_sync import GroupSync
 from gateway.messages import MessageService
 from gateway.ownership import GroupOwnership
@@ -33,6 +36,7 @@ from topology.ingest import IngestConsumer
 from topology.owners import Owner, OwnersDirectory
 
 ME = Owner("gateway-here", "http://127.0.0.1:1")
+NEXT = Owner("gateway-next", "http://127.0.0.1:2")
 QUEUE = QueueRecord("000000000000", "orders", "ab" * 16, 1)
 T0 = 1_700_000_000_000
 
@@ -50,6 +54,33 @@ class RememberingDirectory(OwnersDirectory):
 
     async def publish(self, topic: str, partition: int, owner: Owner) -> None:
         self._owners[(topic, partition)] = owner
+
+
+class AnsweringForwarder(Forwarder):
+    """The channel to other gateways without HTTP: each owner answers what `answers` says
+    (an error to raise, else done); every call is noted."""
+
+    def __init__(self, answers: dict[Owner, Exception] | None = None) -> None:
+        super().__init__(b"unused")
+        self.answers = answers or {}
+        self.calls: list[tuple[str, Owner, str]] = []
+
+    def _answer(self, operation: str, owner: Owner, about: str) -> None:
+        self.calls.append((operation, owner, about))
+        if (error := self.answers.get(owner)) is not None:
+            raise error
+
+    async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> None:
+        self._answer("delete", owner, receipt_handle)
+
+    async def change_visibility(
+        self, owner: Owner, topic: str, receipt_handle: str, visibility_s: int
+    ) -> None:
+        self._answer("change_visibility", owner, receipt_handle)
+
+    async def fifo_send(self, owner: Owner, topic: str, message: StoredMessage) -> FifoSent:
+        self._answer("fifo_send", owner, message.message_id)
+        return FifoSent(message.message_id, "1", duplicate=False)
 
 
 class AssignmentsOnly(IngestConsumer):
@@ -98,12 +129,21 @@ def ownership_on_the_loop(
 
 
 async def gateway_serving_the_queue(
-    directory: OwnersDirectory | None = None, served: bool = True
+    directory: OwnersDirectory | None = None,
+    served: bool = True,
+    forwarder: Forwarder | None = None,
+    queue: QueueRecord = QUEUE,
+    clock: ManualClock | None = None,
+    also: Sequence[QueueRecord] = (),
 ) -> tuple[MessageService, GroupOwnership]:
+    """`served`: partition 0 of `queue` is served here; `forwarder`: the channel to the
+    other gateways (none: nothing can be forwarded); `also`: other queues that exist."""
     log = Log()
-    clock = ManualClock(T0)
+    clock = clock or ManualClock(T0)
     leases = LeaseStore(MemoryKeyValueStore())
-    registry = registry_of(QUEUE, log)
+    registry = registry_of(queue, log)
+    for offset, other in enumerate(also, start=1):
+        registry.apply(other, offset)
     ownership = ownership_on_the_loop(
         registry, directory or RememberingDirectory(), leases, clock, log
     )
@@ -116,16 +156,17 @@ async def gateway_serving_the_queue(
         ReceiptHandleCodec(b"a receipt handle secret"),
         "us-east-1",
         ownership=ownership,
+        forwarder=forwarder,
     )
     if served:
-        await take(ownership)
+        await take(ownership, queue)
     return messages, ownership
 
 
-async def take(ownership: GroupOwnership) -> None:
-    ownership.assigned([(QUEUE.topic, 0)])
+async def take(ownership: GroupOwnership, queue: QueueRecord = QUEUE, partition: int = 0) -> None:
+    ownership.assigned([(queue.topic, partition)])
     for _ in range(100):  # bounded: a few loop turns
-        if ownership.serves(QUEUE.topic, 0):
+        if ownership.serves(queue.topic, partition):
             return
         await asyncio.sleep(0)
     raise AssertionError("partition not served")
@@ -168,16 +209,42 @@ async def test_a_delete_confirmed_after_the_partition_was_lost_is_answered_unava
     messages, ownership = await gateway_serving_the_queue()
     handle = await one_in_flight(messages)
 
-    # When the group's loss of the partition arrives while the delete waits for its
-    # confirmation, which comes after that
+    # When the group's loss of the partition arrives while a delete another gateway
+    # forwarded here waits for its confirmation, which comes after that
+    confirmation = confirmations_held(messages)
+    deleting = asyncio.create_task(messages.delete(QUEUE, handle, forward=False))
+    await lose(ownership)
+    confirmation.set_result(None)
+
+    # Then that gateway is told the partition moved (it tries the next owner), not that the
+    # delete is done
+    with pytest.raises(OwnerGone):
+        await deleting
+
+
+async def test_a_delete_unconfirmed_when_the_partition_was_lost_goes_to_its_next_owner() -> None:
+    # Given a message in flight on a partition served here, and a gateway that can take
+    # deletes
+    forwarder = AnsweringForwarder()
+    directory = RememberingDirectory()
+    messages, ownership = await gateway_serving_the_queue(directory, forwarder=forwarder)
+    handle = await one_in_flight(messages)
+
+    # When the partition is lost while a client's delete waits for its confirmation, and
+    # the next owner publishes itself after the confirmation came
     confirmation = confirmations_held(messages)
     deleting = asyncio.create_task(messages.delete(QUEUE, handle))
     await lose(ownership)
     confirmation.set_result(None)
+    await asyncio.sleep(0.1)
+    waited = not deleting.done()
+    await directory.publish(QUEUE.topic, 0, NEXT)
+    ownership.directory_changed()
 
-    # Then the client is told to retry (and reaches the new owner), not that it is done
-    with pytest.raises(ServiceUnavailable):
-        await deleting
+    # Then the delete waited for the next owner and was made there
+    await asyncio.wait_for(deleting, 5)
+    assert waited
+    assert forwarder.calls == [("delete", NEXT, handle)]
 
 
 async def test_a_change_confirmed_after_the_partition_was_lost_and_taken_again_fails() -> None:
@@ -187,7 +254,7 @@ async def test_a_change_confirmed_after_the_partition_was_lost_and_taken_again_f
 
     # When the partition is lost and taken again (a new spell) before the change is confirmed
     confirmation = confirmations_held(messages)
-    changing = asyncio.create_task(messages.change_visibility(QUEUE, handle, 60))
+    changing = asyncio.create_task(messages.change_visibility(QUEUE, handle, 60, forward=False))
     await lose(ownership)
     await take(ownership)
     confirmation.set_result(None)
@@ -195,3 +262,20 @@ async def test_a_change_confirmed_after_the_partition_was_lost_and_taken_again_f
     # Then the change is not answered as made: another owner may have served it in between
     with pytest.raises(ServiceUnavailable):
         await changing
+
+
+async def test_a_change_confirmed_after_the_partition_came_back_is_made_again_here() -> None:
+    # Given a message in flight on a partition served here
+    messages, ownership = await gateway_serving_the_queue()
+    handle = await one_in_flight(messages)
+
+    # When a client's visibility change made in one spell is confirmed in the next
+    confirmation = confirmations_held(messages)
+    changing = asyncio.create_task(messages.change_visibility(QUEUE, handle, 60))
+    await lose(ownership)
+    await take(ownership)
+    confirmation.set_result(None)
+
+    # Then it is made again in the spell now serving the partition, and answered as done
+    await asyncio.wait_for(changing, 5)
+    assert messages.counts(QUEUE).in_flight == 1

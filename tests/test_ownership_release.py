@@ -7,6 +7,7 @@ A shutdown during a restore stops the rebuild thread before the lease store clos
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 
 import pytest
@@ -20,8 +21,11 @@ from tests.test_moved_while_confirming import (
     RememberingDirectory,
     gateway_serving_the_queue,
 )
+from topology.catalog import QueueRecord
 from topology.owners import Owner
 from topology.rebuild import RebuildStopped, RebuildTarget
+
+TWO_PARTITIONS = QueueRecord("000000000000", "pair", "cd" * 16, 2)
 
 
 class HeldDirectory(RememberingDirectory):
@@ -104,3 +108,43 @@ async def test_a_shutdown_during_a_restore_waits_for_the_rebuild_thread(
     assert rebuild.stopped_by_event
     assert rebuild.returned.is_set()
     assert not ownership.serves(QUEUE.topic, 0)
+
+
+class HeldEndDirectory(RememberingDirectory):
+    """Answers where `__kqs_owners` ends only once the test lets it (a take waits there)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = asyncio.Event()
+        self.let_through = asyncio.Event()
+
+    async def end_offset(self) -> int:
+        self.asked.set()
+        await self.let_through.wait()
+        return await super().end_offset()
+
+
+async def test_a_take_logs_the_partitions_it_served_not_those_revoked_meanwhile(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given two partitions being taken, the take waiting for the directory
+    caplog.set_level(logging.INFO, logger="kqs.ownership")
+    directory = HeldEndDirectory()
+    _, ownership = await gateway_serving_the_queue(directory, served=False, queue=TWO_PARTITIONS)
+    ownership.assigned([(TWO_PARTITIONS.topic, 0), (TWO_PARTITIONS.topic, 1)])
+    await asyncio.wait_for(directory.asked.wait(), 5)
+
+    # When the group revokes one of them meanwhile, and the take goes on
+    await asyncio.to_thread(ownership.revoked, [(TWO_PARTITIONS.topic, 1)])
+    directory.let_through.set()
+    served = [r for r in caplog.records if r.getMessage() == "partitions served"]
+    for _ in range(100):  # bounded: a few loop turns
+        if served:
+            break
+        await asyncio.sleep(0)
+        served = [r for r in caplog.records if r.getMessage() == "partitions served"]
+
+    # Then only the one it kept is served, and the log says one
+    assert ownership.serves(TWO_PARTITIONS.topic, 0)
+    assert not ownership.serves(TWO_PARTITIONS.topic, 1)
+    assert [r.__dict__["partitions"] for r in served] == [1]
