@@ -897,6 +897,8 @@ class MessageService:
             if isinstance(outcome, OwnerGone):
                 pk, _ = self._locate(record, handle_of(entries[i]))
                 gone[(pk.partition, outcome.owner)].append(i)
+        if not gone:
+            return outcomes  # the usual case: nothing to wait for
 
         async def again(partition: int, away_from: Owner | None, indexes: list[int]) -> None:
             if not await self.until_moved(record, partition, away_from):
