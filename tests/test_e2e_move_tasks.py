@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -347,81 +347,79 @@ def test_cancel_with_a_malformed_handle_is_refused(sqs: Any) -> None:
 # -- outliving the gateway ------------------------------------------------------------------
 
 
-def test_a_running_task_runs_on_after_the_gateway_restarts(
-    kafka_bootstrap: str, tmp_path: Path, protocol: str
-) -> None:
-    # Given a gateway of this test alone, running a slow task (two messages a second) that
-    # has moved some of ten messages
+@pytest.fixture
+def own_gateway(kafka_bootstrap: str, tmp_path: Path) -> Iterator[GatewayProcess]:
+    """A gateway of the test alone, so it can be restarted without disturbing others."""
     gateway = GatewayProcess(tmp_path / "gateway", kafka_bootstrap)
     gateway.start()
-    try:
-        sqs = client_for(protocol, gateway.endpoint)
-        dlq = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:12]}")["QueueUrl"]
-        source = sqs.create_queue(
-            QueueName=f"src-{uuid.uuid4().hex[:12]}",
-            Attributes={"RedrivePolicy": redrive_to(dlq)},
-        )["QueueUrl"]
-        bodies = [f"m{i}" for i in range(10)]
-        dead_letter(sqs, source, bodies)
-        handle = sqs.start_message_move_task(SourceArn=arn_of(dlq), MaxNumberOfMessagesPerSecond=2)[
-            "TaskHandle"
-        ]
-        wait_for(sqs, dlq, lambda t: t["ApproximateNumberOfMessagesMoved"] >= 2)
+    yield gateway
+    gateway.stop()
 
-        # When the gateway stops (SIGTERM) and starts again
-        assert gateway.terminate() == 0
-        gateway.start()
-        sqs = client_for(protocol, gateway.endpoint)
 
-        # Then the task is listed with its handle, runs on and completes, and every message
-        # is back in its source queue exactly once
-        listed = tasks_of(sqs, dlq)[0]
-        assert listed["TaskHandle"] == handle or listed["Status"] == "COMPLETED"
-        assert 2 <= listed["ApproximateNumberOfMessagesMoved"] <= 10
-        done = wait_for(sqs, dlq, finished, timeout_s=30)
-        assert done["Status"] == "COMPLETED", done
-        assert done["ApproximateNumberOfMessagesMoved"] == 10
-        assert done["ApproximateNumberOfMessagesToMove"] == 10
-        assert sorted(m["Body"] for m in drain(sqs, source, 10)) == sorted(bodies)
-        assert visible_count(sqs, dlq) == 0
-    finally:
-        gateway.stop()
+def a_slow_task(sqs: Any, bodies: list[str], rate: int) -> tuple[str, str, str]:
+    """A DLQ holding `bodies` and a task moving them back at `rate` a second that has moved
+    at least one: (DLQ URL, source URL, task handle)."""
+    dlq = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+    source = sqs.create_queue(
+        QueueName=f"src-{uuid.uuid4().hex[:12]}", Attributes={"RedrivePolicy": redrive_to(dlq)}
+    )["QueueUrl"]
+    dead_letter(sqs, source, bodies)
+    handle = sqs.start_message_move_task(SourceArn=arn_of(dlq), MaxNumberOfMessagesPerSecond=rate)[
+        "TaskHandle"
+    ]
+    wait_for(sqs, dlq, lambda t: t["ApproximateNumberOfMessagesMoved"] >= 1)
+    return dlq, source, handle
+
+
+def restarted(gateway: GatewayProcess, protocol: str) -> Any:
+    """Stop the gateway (SIGTERM), start it again; a client of it."""
+    assert gateway.terminate() == 0
+    gateway.start()
+    return client_for(protocol, gateway.endpoint)
+
+
+def test_a_running_task_runs_on_after_the_gateway_restarts(
+    own_gateway: GatewayProcess, protocol: str
+) -> None:
+    # Given a slow task (two messages a second) that has moved some of ten messages
+    sqs = client_for(protocol, own_gateway.endpoint)
+    bodies = [f"m{i}" for i in range(10)]
+    dlq, source, handle = a_slow_task(sqs, bodies, rate=2)
+
+    # When the gateway stops (SIGTERM) and starts again
+    sqs = restarted(own_gateway, protocol)
+
+    # Then the task is listed with its handle, runs on and completes, and every message is
+    # back in its source queue exactly once
+    listed = tasks_of(sqs, dlq)[0]
+    assert listed["TaskHandle"] == handle or listed["Status"] == "COMPLETED"
+    assert 1 <= listed["ApproximateNumberOfMessagesMoved"] <= 10
+    done = wait_for(sqs, dlq, finished, timeout_s=30)
+    assert done["Status"] == "COMPLETED", done
+    assert done["ApproximateNumberOfMessagesMoved"] == 10
+    assert done["ApproximateNumberOfMessagesToMove"] == 10
+    assert sorted(m["Body"] for m in drain(sqs, source, 10)) == sorted(bodies)
+    assert visible_count(sqs, dlq) == 0
 
 
 def test_a_cancel_asked_before_a_restart_holds_after_it(
-    kafka_bootstrap: str, tmp_path: Path, protocol: str
+    own_gateway: GatewayProcess, protocol: str
 ) -> None:
-    # Given a slow task, cancelled, on a gateway of this test alone
-    gateway = GatewayProcess(tmp_path / "gateway", kafka_bootstrap)
-    gateway.start()
-    try:
-        sqs = client_for(protocol, gateway.endpoint)
-        dlq = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:12]}")["QueueUrl"]
-        source = sqs.create_queue(
-            QueueName=f"src-{uuid.uuid4().hex[:12]}",
-            Attributes={"RedrivePolicy": redrive_to(dlq)},
-        )["QueueUrl"]
-        dead_letter(sqs, source, [f"m{i}" for i in range(6)])
-        handle = sqs.start_message_move_task(SourceArn=arn_of(dlq), MaxNumberOfMessagesPerSecond=1)[
-            "TaskHandle"
-        ]
-        wait_for(sqs, dlq, lambda t: t["ApproximateNumberOfMessagesMoved"] >= 1)
-        sqs.cancel_message_move_task(TaskHandle=handle)
-        cancelled = wait_for(sqs, dlq, finished)
-        assert cancelled["Status"] == "CANCELLED"
+    # Given a slow task (one message a second), cancelled
+    sqs = client_for(protocol, own_gateway.endpoint)
+    dlq, source, handle = a_slow_task(sqs, [f"m{i}" for i in range(6)], rate=1)
+    sqs.cancel_message_move_task(TaskHandle=handle)
+    cancelled = wait_for(sqs, dlq, finished)
+    assert cancelled["Status"] == "CANCELLED"
 
-        # When the gateway restarts
-        assert gateway.terminate() == 0
-        gateway.start()
-        sqs = client_for(protocol, gateway.endpoint)
+    # When the gateway restarts
+    sqs = restarted(own_gateway, protocol)
 
-        # Then the task is still listed as cancelled, nothing more is moved, and a new task
-        # may start
-        assert tasks_of(sqs, dlq)[0] == cancelled
-        time.sleep(1.5)  # a task wrongly run on would move one message a second
-        assert visible_count(sqs, dlq) == 6 - cancelled["ApproximateNumberOfMessagesMoved"]
-        sqs.start_message_move_task(SourceArn=arn_of(dlq))
-        assert wait_for(sqs, dlq, finished)["Status"] == "COMPLETED"
-        assert len(drain(sqs, source, 6)) == 6
-    finally:
-        gateway.stop()
+    # Then the task is still listed as cancelled, nothing more is moved, and a new task may
+    # start
+    assert tasks_of(sqs, dlq)[0] == cancelled
+    time.sleep(1.5)  # a task wrongly run on would move one message a second
+    assert visible_count(sqs, dlq) == 6 - cancelled["ApproximateNumberOfMessagesMoved"]
+    sqs.start_message_move_task(SourceArn=arn_of(dlq))
+    assert wait_for(sqs, dlq, finished)["Status"] == "COMPLETED"
+    assert len(drain(sqs, source, 6)) == 6
