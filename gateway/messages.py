@@ -76,9 +76,15 @@ INGEST_WAIT_S = 10.0
 
 
 # Longest a request waits for a partition that no gateway serves (a rebalance moving it from
-# one to the next; measured ~0.7 s for a restore) before it fails with ServiceUnavailable; and
-# for the next owner of one whose owner was gone (`OwnerGone`) before trying once more.
+# one to the next; measured ~0.7 s for a restore) before it fails with ServiceUnavailable.
 MOVING_WAIT_S = 5.0
+# Longest a change waits for the next owner of a partition whose owner was gone (`OwnerGone`)
+# before trying once more. Longer: after a SIGKILL the group notices only at the end of the
+# dead gateway's 6 s session, and the next owner restores the partition before it publishes
+# itself (the crash suite's SIGKILL runs still refused changes after 5 s). An SDK's own
+# retries of ServiceUnavailable are over within a second or two, so waiting here is what
+# spares the application the error.
+OWNER_GONE_WAIT_S = 15.0
 
 Entry = TypeVar("Entry")
 
@@ -642,9 +648,11 @@ class MessageService:
     async def until_moved(
         self, record: QueueRecord, partition: int, away_from: Owner | None
     ) -> bool:
-        """Wait (at most `MOVING_WAIT_S`) until a partition whose owner was gone
+        """Wait (at most `OWNER_GONE_WAIT_S`) until a partition whose owner was gone
         (`OwnerGone.owner`, None: this gateway) is served here or by another gateway."""
-        return await self.ownership.until_moved(record.topic, partition, away_from, MOVING_WAIT_S)
+        return await self.ownership.until_moved(
+            record.topic, partition, away_from, OWNER_GONE_WAIT_S
+        )
 
     def _partitions_named(
         self, record: QueueRecord, receipt_handles: Iterable[str]

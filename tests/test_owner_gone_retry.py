@@ -182,7 +182,7 @@ async def test_an_owner_gone_and_no_next_owner_in_time_is_unavailable(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Given a partition whose named owner is gone, no other taking it, and a short wait
-    monkeypatch.setattr(messages_module, "MOVING_WAIT_S", 0.2)
+    monkeypatch.setattr(messages_module, "OWNER_GONE_WAIT_S", 0.2)
     forwarder = AnsweringForwarder({GONE: gone()})
     messages, _, _ = await a_gateway_where_partition_0_is_named(GONE, forwarder)
     handle = handle_on(QUEUE, 0)
