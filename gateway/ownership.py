@@ -177,16 +177,20 @@ class GroupOwnership:
     ) -> bool:
         """Wait (at most `timeout_s`) until the partition is served here or the directory
         names a gateway other than `away_from` (None: this one), which let it go or cannot be
-        reached; False if it still names that one, or nobody.
+        reached, or names it again (a restart: the same id and endpoint, serving once more);
+        False if nothing of that happened.
 
         The directory goes on naming a gateway that released (or died with) a partition
         until the next owner has restored it and published itself."""
+        published = self._directory.version(topic, partition)
 
         def moved() -> bool:
             if self.serves(topic, partition):
                 return True
             owner = self.owner(topic, partition)
-            return owner is not None and owner != away_from
+            if owner is None:
+                return False
+            return owner != away_from or self._directory.version(topic, partition) > published
 
         return await self._until(moved, timeout_s)
 

@@ -53,7 +53,8 @@ class RememberingDirectory(OwnersDirectory):
         return self.position
 
     async def publish(self, topic: str, partition: int, owner: Owner) -> None:
-        self._owners[(topic, partition)] = owner
+        self._set((topic, partition), self.position, owner)
+        self.position += 1
 
 
 class AnsweringForwarder(Forwarder):

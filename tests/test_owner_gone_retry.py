@@ -108,6 +108,23 @@ async def test_a_delete_refused_by_an_owner_gone_is_made_by_the_next_owner() -> 
     assert forwarder.calls == [("delete", GONE, handle), ("delete", NEXT, handle)]
 
 
+async def test_an_owner_gone_that_restarts_and_serves_again_gets_the_retry() -> None:
+    # Given a partition whose named owner cannot be reached (it died)
+    forwarder = AnsweringForwarder({GONE: gone()})
+    messages, ownership, directory = await a_gateway_where_partition_0_is_named(GONE, forwarder)
+    handle = handle_on(QUEUE, 0)
+
+    # When a delete is refused there, and the same gateway, restarted, publishes itself again
+    # (its id and endpoint unchanged)
+    deleting = await still_waiting(messages.delete_many(QUEUE, [handle]))
+    del forwarder.answers[GONE]
+    await moves_to(directory, ownership, QUEUE, 0, GONE)
+
+    # Then the delete is made by it, without waiting out the whole wait
+    assert await asyncio.wait_for(deleting, 5) == [None]
+    assert forwarder.calls == [("delete", GONE, handle), ("delete", GONE, handle)]
+
+
 async def test_a_visibility_change_refused_by_an_owner_gone_is_made_by_the_next_owner() -> None:
     forwarder = AnsweringForwarder({GONE: gone()})
     messages, ownership, directory = await a_gateway_where_partition_0_is_named(GONE, forwarder)

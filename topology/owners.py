@@ -70,6 +70,11 @@ class OwnersDirectory:
     def owner(self, topic: str, partition: int) -> Owner | None:
         return self._owners.get((topic, partition))
 
+    def version(self, topic: str, partition: int) -> int:
+        """The offset of the partition's latest record (-1: none): grows with every publish,
+        also when a restarted gateway publishes itself again under its old id and endpoint."""
+        return self._offsets.get((topic, partition), -1)
+
     def load(self, timeout_s: float = 30.0) -> None:
         """Read the topic to its current end (blocking; before `follow`)."""
         end = read_to_end(self._bootstrap, OWNERS_TOPIC, self._apply, timeout_s)
