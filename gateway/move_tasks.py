@@ -361,6 +361,10 @@ class MoveTasks:
             history.append(task)
             self._by_id[task.task_id] = task
         history.sort(key=lambda task: task.started_ms, reverse=True)
+        for old in history[HISTORY:]:  # left by a home whose tombstones did not get through
+            if old.status not in ACTIVE:
+                history.remove(old)
+                self._by_id.pop(old.task_id, None)
         for task in history:
             if task.status is MoveTaskStatus.CANCELLING and task.runner is None:
                 task.status = MoveTaskStatus.CANCELLED
