@@ -707,8 +707,10 @@ class MessageService:
         at the next owner (`_once_more_where_moved`).
         """
         outcomes = await self._delete_once(record, receipt_handles, forward)
-        if not forward:
-            return outcomes  # the gateway that forwarded it tries again
+        if not forward or self._everything_here:
+            # Forwarded: the gateway that forwarded it tries again. One gateway: no owner is
+            # ever gone.
+            return outcomes
         return await self._once_more_where_moved(
             record,
             receipt_handles,
@@ -787,8 +789,10 @@ class MessageService:
         disk: one WAL sync for all of them (and for every other write of this turn).
         """
         outcomes = await self._change_visibility_once(record, changes, forward)
-        if not forward:
-            return outcomes  # the gateway that forwarded it tries again
+        if not forward or self._everything_here:
+            # Forwarded: the gateway that forwarded it tries again. One gateway: no owner is
+            # ever gone.
+            return outcomes
         return await self._once_more_where_moved(
             record,
             changes,
