@@ -91,14 +91,16 @@ class MoveTaskLog:
         return list(self._by_source.get(source_topic, {}).values())
 
     async def write(self, task: LoggedTask) -> None:
-        """Record the task's state now (acks=all, awaited)."""
-        delivered = await self._producer.send(
+        """Record the task's state now (acks=all, awaited). Produced before the first await,
+        so a task's records land in the order they were written (a cancel's and the runner's
+        last word can be on their way at once)."""
+        delivered = await self._producer.send_soon(
             MOVE_TASKS_TOPIC, task.encode(), key=task.task_id.encode()
         )
         self._set(task.task_id, delivered.offset, task)
 
     async def forget(self, task_id: str) -> None:
-        delivered = await self._producer.send(MOVE_TASKS_TOPIC, None, key=task_id.encode())
+        delivered = await self._producer.send_soon(MOVE_TASKS_TOPIC, None, key=task_id.encode())
         self._set(task_id, delivered.offset, None)
 
     def _apply(self, batch: list[TailRecord]) -> None:
