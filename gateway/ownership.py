@@ -32,7 +32,7 @@ from topology.catalog import QueueRecord
 from topology.ingest import IngestConsumer, Partitions
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import FollowerProducer
-from topology.rebuild import RebuildStopped, rebuild_leases
+from topology.rebuild import rebuild_leases
 
 log = logging.getLogger("kqs.ownership")
 
@@ -346,7 +346,9 @@ class GroupOwnership:
             # partitions stay stale (this gateway never published itself for them), so the
             # next take restores them again from the start.
             stop.set()
-            with contextlib.suppress(RebuildStopped):
+            # Whatever it ended with (stopped, or a Kafka error meanwhile), the shutdown goes
+            # on: this task must end cancelled, not be retried as a failed take.
+            with contextlib.suppress(Exception):
                 await rebuilding
             log.info("restore stopped before its end", extra={"partitions": len(targets)})
             raise
