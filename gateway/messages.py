@@ -483,11 +483,7 @@ class MessageService:
         that moved meanwhile has nothing to give (as one nobody serves), the others answer;
         `NotServedHere` only when none is served here any more."""
         keys = partition_keys(record)
-        still = [
-            p
-            for p in partitions
-            if p < record.partitions and self.ownership.serves(record.topic, p)
-        ]
+        still = [p for p in partitions if self._served_here(record, p)]
         if partitions and not still:
             raise NotServedHere(f"{record.topic}/{partitions}")
         pks = [keys[p] for p in still]
@@ -542,9 +538,13 @@ class MessageService:
     def served_here(self, record: QueueRecord, partitions: list[int]) -> list[int]:
         """`partitions` (of a forwarded request), all served here, or `NotServedHere`."""
         for partition in partitions:
-            if partition >= record.partitions or not self.ownership.serves(record.topic, partition):
+            if not self._served_here(record, partition):
                 raise NotServedHere(f"{record.topic}/{partition}")
         return partitions
+
+    def _served_here(self, record: QueueRecord, partition: int) -> bool:
+        """Whether a partition a forwarded request names is one of the queue's, served here."""
+        return partition < record.partitions and self.ownership.serves(record.topic, partition)
 
     async def wait_here(self, record: QueueRecord, partitions: list[int], timeout_s: float) -> None:
         """A long poll of another gateway, parked here until something may be visible on

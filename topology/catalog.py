@@ -20,14 +20,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
 from topology.admin import TopicAdmin
-from topology.client_log import LIBRDKAFKA
-from topology.consuming import watermarks
 from topology.names import CATALOG_TOPIC, catalog_key, queue_topic
-from topology.producer import AsyncProducer, coordinates
-from topology.topic_tail import TailRecord, TopicTail
+from topology.producer import AsyncProducer
+from topology.topic_tail import TailRecord, TopicTail, read_to_end
 
 log = logging.getLogger("kqs.catalog")
 
@@ -125,43 +121,24 @@ class Catalog:
 
     def snapshot(self, default_region: str, timeout_s: float = 30.0) -> CatalogSnapshot:
         """`load`, with the offset of each record and where the read ended (blocking)."""
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self._bootstrap,
-                "group.id": "kqs-catalog-reader",
-                "enable.auto.commit": False,
-                "logger": LIBRDKAFKA,
-            }
-        )
         records: dict[str, QueueRecord] = {}
         offsets: dict[str, int] = {}
-        try:
-            _, high = watermarks(consumer, TopicPartition(CATALOG_TOPIC, 0), timeout_s)
-            if high <= 0:
-                return CatalogSnapshot(records, offsets, max(high, 0))
-            consumer.assign([TopicPartition(CATALOG_TOPIC, 0, OFFSET_BEGINNING)])
-            position = -1
-            while position < high - 1:
-                msg = consumer.poll(timeout_s)
-                if msg is None:
-                    raise TimeoutError(
-                        f"catalog topic {CATALOG_TOPIC} stalled at offset {position}"
-                    )
-                if msg.error():
-                    raise RuntimeError(f"reading {CATALOG_TOPIC}: {msg.error()}")
-                _, _, position = coordinates(msg)
-                key = _text(msg.key())
-                value = msg.value()
+
+        def read(batch: list[TailRecord]) -> None:
+            for offset, raw_key, value in batch:
+                if not raw_key:
+                    raise ValueError(f"{CATALOG_TOPIC} holds a record without a key")
+                key = raw_key.decode()
                 if value is None:
                     records.pop(key, None)
                     offsets.pop(key, None)
                 else:
                     records[key] = QueueRecord.decode(value, default_region)
-                    offsets[key] = position
-        finally:
-            consumer.close()
+                    offsets[key] = offset
+
+        end_offset = read_to_end(self._bootstrap, CATALOG_TOPIC, read, timeout_s)
         log.info("catalog loaded", extra={"queues": sum(not r.deleted for r in records.values())})
-        return CatalogSnapshot(records, offsets, high)
+        return CatalogSnapshot(records, offsets, end_offset)
 
     async def put(self, record: QueueRecord) -> int:
         """Write the queue's record (acks=all); returns the offset it landed at."""
@@ -188,9 +165,3 @@ class Catalog:
             on_records(records)
 
         return TopicTail(self._bootstrap, CATALOG_TOPIC, start_offset, decoded)
-
-
-def _text(value: str | bytes | None) -> str:
-    if value is None:
-        raise ValueError(f"{CATALOG_TOPIC} holds a record without a key")
-    return value.decode() if isinstance(value, bytes) else value
