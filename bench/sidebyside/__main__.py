@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         "--scale",
         help="users,queues_per_user,messages_per_queue,in_flight (seed 004: 100,100,1000,500)",
     )
+    p.add_argument(
+        "--progress-every",
+        type=float,
+        default=60.0,
+        help="seconds between the progress lines of (e)'s phases",
+    )
     p.add_argument("--server-cores", default="1", help="cores the servers are pinned to")
     p.add_argument("--client-cores", default="0", help="cores the load generator is pinned to")
     p.add_argument("--out", default=None, help="result name under bench/results/")
@@ -187,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             return lambda c: workloads.long_poll_wake(c, wake_rounds)
         if workload == "d_backlog":
             return lambda c: workloads.backlog_drain(c, backlog, 32, phase_cap)
-        sp = workloads.ScaleParams(scale[0], scale[1], scale[2], scale[3], 32, phase_cap)
+        sp = workloads.ScaleParams(
+            scale[0], scale[1], scale[2], scale[3], 32, phase_cap, args.progress_every
+        )
         return lambda c: workloads.scale(c, sp)
 
     runs: list[dict[str, Any]] = []
