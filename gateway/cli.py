@@ -22,7 +22,7 @@ from aiohttp import web
 from aiohttp import web_app as aiohttp_web_app
 
 from dashboard.cli import add_dashboard_subcommand
-from gateway import logs
+from gateway import collector, logs
 from gateway.app import build_app, drain, lean_front, receipt_secret
 from gateway.config import Settings
 from gateway.hand_over import retire_worker_copies
@@ -284,6 +284,7 @@ def serve(args: argparse.Namespace) -> int:
             settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
         if workers > 1:
             return run_workers(settings, workers, receipt_secret(settings), _worker_args(args))
+        collector.tune_for_serving()
         _run(_run_gateway(settings, directory, args.pool_worker))
         _free_gateway()
     return 0
