@@ -9,7 +9,12 @@ import pytest
 
 from gateway.metrics import DURATION_BUCKETS_S, QueueGauge, RequestMetrics, Snapshot, render
 from tests.prometheus_text import parse
-from topology.producer_stats import ProducerStatistics, StatisticsHolder, parse_statistics
+from topology.producer_stats import (
+    ProducerStatistics,
+    StatisticsHolder,
+    parse_statistics,
+    without_topics,
+)
 
 
 def test_request_counts_and_durations_render_by_action_protocol_and_outcome() -> None:
@@ -129,3 +134,47 @@ def test_librdkafka_statistics_are_read_and_bootstrap_entries_skipped() -> None:
         broker_rtt_avg_s={"127.0.0.1:9092/1": 0.0015},
     )
     assert parse_statistics("{}") == ProducerStatistics()
+
+
+# As librdkafka 2.x lays a producer's report out: brokers, topics (one entry per topic and
+# partition it knows), eos, then the totals; the same spacing.
+LIBRDKAFKA_REPORT = (
+    '{ "name": "rdkafka#producer-1", "type": "producer", "msg_cnt":3, "msg_size":300, '
+    '"brokers":{ "127.0.0.1:9092/1": { "nodeid":1, "tx":7, "rtt": { "avg":1500 } } } , '
+    '"topics":{ "q1": { "topic":"q1", "partitions":{ "0": { "partition":0, "txmsgs":5 } } } } , '
+    '"eos": { "idemp_state": "Assigned" }, "tx":20, "tx_bytes":4000, "rx":19, '
+    '"rx_bytes":900, "txmsgs":55, "txmsg_bytes":0}'
+)
+
+
+def test_a_report_is_read_without_its_topics() -> None:
+    # Given a report laid out as librdkafka writes it
+    # When the topics are cut out, and the report parsed
+    cut = without_topics(LIBRDKAFKA_REPORT)
+    parsed = parse_statistics(LIBRDKAFKA_REPORT)
+
+    # Then the rest is a JSON document without them, and every figure read is the report's
+    assert "topics" not in json.loads(cut)
+    assert json.loads(cut)["tx"] == 20
+    assert parsed == ProducerStatistics(
+        queue_messages=3,
+        queue_bytes=300,
+        requests_sent=20,
+        bytes_sent=4000,
+        responses_received=19,
+        bytes_received=900,
+        messages_sent=55,
+        broker_rtt_avg_s={"127.0.0.1:9092/1": 0.0015},
+    )
+
+
+def test_a_report_laid_out_otherwise_is_read_whole() -> None:
+    # Given reports whose totals come before the topics, or with a topic named as a key
+    # that follows them (the cut would end inside the topics, and not parse)
+    totals_first = json.dumps({"tx": 20, "topics": {"q1": {"tx": 1}}, "msg_cnt": 3})
+    odd = json.dumps({"topics": {"eos": {"partitions": {}}}, "eos": {}, "tx": 20})
+
+    # Then they are read whole, with the same figures
+    assert parse_statistics(totals_first).requests_sent == 20
+    assert parse_statistics(totals_first).queue_messages == 3
+    assert parse_statistics(odd).requests_sent == 20
