@@ -1233,6 +1233,39 @@ def test_backlog_start_of_an_untouched_partition_is_zero(store: LeaseStore) -> N
     assert store.backlog_start(PK) == 0
 
 
+@on_every_backend
+def test_backlog_start_and_oldest_sent_time_follow_every_change_made_after_a_read(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    # (each is remembered between reads: a read after every step checks that none is stale)
+    def firsts() -> tuple[int, int | None]:
+        return store.backlog_start(PK), store.oldest_sent_ms(PK)
+
+    # Given an empty partition, read
+    assert firsts() == (0, None)
+    # When messages arrive, one of them sent earlier than the others
+    store.ingest(PK, records([0, 1, 2], sent_ms=T0 + SECOND_MS))
+    assert firsts() == (0, T0 + SECOND_MS)
+    store.ingest(PK, records([3], sent_ms=T0 - DAY_MS))
+    assert firsts() == (0, T0 - DAY_MS)
+    # When one is received (nothing leaves), then the first and the earliest sent are deleted
+    receive(store, clock, max_messages=1)
+    assert firsts() == (0, T0 - DAY_MS)
+    store.remove(PK, 0, clock.now_ms())
+    assert firsts() == (1, T0 - DAY_MS)
+    store.remove(PK, 3, clock.now_ms())
+    assert firsts() == (1, T0 + SECOND_MS)
+    # When a purge takes the rest
+    assert store.purge(PK, 4, clock.now_ms()) == 2
+    assert firsts() == (4, None)
+    # Then a message sent to the empty partition is its start again
+    store.ingest(PK, records([4], sent_ms=T0 + DAY_MS))
+    assert firsts() == (4, T0 + DAY_MS)
+    # And a partition dropped (its queue deleted) starts from nothing
+    store.drop_partition(PK)
+    assert firsts() == (0, None)
+
+
 @pytest.mark.parametrize("old_format", [None, b"2"])  # format 1 wrote no format key
 @on_every_backend
 def test_a_store_of_an_older_layout_loses_its_index_keys_and_serves_from_the_facts(
