@@ -312,6 +312,8 @@ async def _start(
         for pk in partition_keys(record):
             changelog.forget_partition(pk, leases.drop_partition(pk))
         signals.notify(record.key)
+        if move_tasks_ref and messages.ownership.serves(record.topic, 0):
+            move_tasks_ref[0].queue_deleted(record.topic)  # the queue's home ends its tasks
 
     def on_served(record: QueueRecord) -> None:
         signals.notify(record.key)  # long polls parked here may find messages now
@@ -388,6 +390,9 @@ async def _start(
     if group is None:
         for record in registry.all_active():
             move_tasks.became_home(record)  # every queue's home: runs on what it left
+        # Queues deleted while their tasks' records could not be tombstoned (a crash).
+        for topic in move_tasks.sources_deleted({r.topic for r in registry.all_active()}):
+            move_tasks.queue_deleted(topic)
     else:
         # Other gateways' tasks: this one may become their source queues' home.
         move_tasks_tail = task_log.follow()

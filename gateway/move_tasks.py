@@ -203,6 +203,7 @@ class MoveTasks:
         # Queue topic (so one incarnation of the source queue) -> its tasks, newest first.
         self._by_source: dict[str, list[MoveTask]] = {}
         self._adopting: dict[str, asyncio.Task[None]] = {}  # by queue topic
+        self._forgetting: set[asyncio.Task[None]] = set()  # tasks of deleted queues
         self._closing = asyncio.Event()
 
     # -- requests (validated by the actions; `forward` False: from another gateway) ---------
@@ -317,6 +318,7 @@ class MoveTasks:
             adopting.cancel()
         runners = [t.runner for t in self._by_id.values() if t.runner and not t.runner.done()]
         runners.extend(self._adopting.values())
+        runners.extend(self._forgetting)
         if not runners:
             return
         _, late = await asyncio.wait(runners, timeout=CLOSE_TIMEOUT_S)
@@ -375,6 +377,37 @@ class MoveTasks:
                     extra={"task": task.task_id, "moved": task.moved, "to_move": task.to_move},
                 )
                 task.runner = asyncio.create_task(self._run(task), name=f"move-task-{task.task_id}")
+
+    # -- a source queue deleted --------------------------------------------------------------
+
+    def queue_deleted(self, source_topic: str) -> None:
+        """The source queue (this incarnation) is gone; call on its home. Its tasks end with
+        it: a running one finds the queue gone at its next batch and ends FAILED, and then
+        every task's record is tombstoned, so the log does not keep (and every gateway load
+        at start-up) the tasks of queues that no longer exist."""
+        tasks = self._by_source.pop(source_topic, [])
+        for task in tasks:
+            self._by_id.pop(task.task_id, None)
+        task_ids = {task.task_id for task in tasks}
+        task_ids.update(logged.task_id for logged in self._log.tasks_of(source_topic))
+        if not task_ids:
+            return
+        runners = [task.runner for task in tasks if task.runner and not task.runner.done()]
+        forgetting = asyncio.create_task(
+            self._forget_after(runners, sorted(task_ids)), name=f"forget-{source_topic}"
+        )
+        self._forgetting.add(forgetting)
+        forgetting.add_done_callback(self._forgetting.discard)
+
+    def sources_deleted(self, live_topics: set[str]) -> list[str]:
+        """The queue topics the log has tasks of that are not among `live_topics`."""
+        return sorted(self._log.source_topics() - live_topics)
+
+    async def _forget_after(self, runners: list[asyncio.Task[None]], task_ids: list[str]) -> None:
+        # A runner's last record must not land after the tombstone and bring the task back.
+        await asyncio.gather(*runners, return_exceptions=True)
+        for task_id in task_ids:
+            await self._forget(task_id)
 
     def _stopped_here(self, source_topic: str) -> None:
         """Forget a source queue's tasks: its new home lists and runs them now."""

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from gateway.move_tasks import encode_handle
+from gateway.move_tasks import decode_handle, encode_handle
 from tests.harness import ACCOUNT_ID, REGION, GatewayProcess, NewQueue, client_for
+from topology.names import MOVE_TASKS_TOPIC
+from topology.topic_tail import read_to_end
 
 NOT_A_DLQ = "Source queue must be configured as a Dead Letter Queue."
 ALREADY_RUNNING = (
@@ -423,3 +425,47 @@ def test_a_cancel_asked_before_a_restart_holds_after_it(
     sqs.start_message_move_task(SourceArn=arn_of(dlq))
     assert wait_for(sqs, dlq, finished)["Status"] == "COMPLETED"
     assert len(drain(sqs, source, 6)) == 6
+
+
+# -- a deleted source queue ------------------------------------------------------------------
+
+
+def logged_tasks(kafka_bootstrap: str) -> dict[str, bytes | None]:
+    """The latest record of each task in `__kqs_move_tasks` (None: tombstoned)."""
+    latest: dict[str, bytes | None] = {}
+
+    def keep(records: list[tuple[int, bytes, bytes | None]]) -> None:
+        for _, key, value in records:
+            latest[key.decode()] = value
+
+    read_to_end(kafka_bootstrap, MOVE_TASKS_TOPIC, keep)
+    return latest
+
+
+def test_deleting_a_source_queue_ends_its_tasks_and_forgets_them_in_the_log(
+    sqs: Any, kafka_bootstrap: str
+) -> None:
+    # Given a DLQ with a finished task and a running one (one message a second)
+    dlq, _, cancelled = a_slow_task(sqs, [f"m{i}" for i in range(6)], rate=1)
+    sqs.cancel_message_move_task(TaskHandle=cancelled)
+    assert wait_for(sqs, dlq, finished)["Status"] == "CANCELLED"
+    running = sqs.start_message_move_task(SourceArn=arn_of(dlq), MaxNumberOfMessagesPerSecond=1)[
+        "TaskHandle"
+    ]
+    task_ids = {handle_task_id(cancelled), handle_task_id(running)}
+    assert all(logged_tasks(kafka_bootstrap).get(t) for t in task_ids)
+
+    # When the DLQ is deleted
+    sqs.delete_queue(QueueUrl=dlq)
+
+    # Then both tasks' records are tombstoned: none is left in the log
+    deadline = time.monotonic() + 15
+    while any(logged_tasks(kafka_bootstrap).get(t) for t in task_ids):
+        assert time.monotonic() < deadline, "move task records of a deleted queue remain"
+        time.sleep(0.5)
+
+
+def handle_task_id(handle: str) -> str:
+    decoded = decode_handle(handle)
+    assert decoded is not None, handle
+    return decoded[0]

@@ -90,6 +90,10 @@ class MoveTaskLog:
         """The tasks of one source queue incarnation (in no particular order)."""
         return list(self._by_source.get(source_topic, {}).values())
 
+    def source_topics(self) -> set[str]:
+        """The queue topics that have tasks in the log."""
+        return {topic for topic, tasks in self._by_source.items() if tasks}
+
     async def write(self, task: LoggedTask) -> None:
         """Record the task's state now (acks=all, awaited). Produced before the first await,
         so a task's records land in the order they were written (a cancel's and the runner's
