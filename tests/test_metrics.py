@@ -100,6 +100,19 @@ def test_queue_gauges_event_counters_and_producer_statistics_render() -> None:
     assert exposition.value("kqs_lease_changelog_records_total") == 9
 
 
+# What the reports below say, as read.
+REPORTED = ProducerStatistics(
+    queue_messages=3,
+    queue_bytes=300,
+    requests_sent=20,
+    bytes_sent=4000,
+    responses_received=19,
+    bytes_received=900,
+    messages_sent=55,
+    broker_rtt_avg_s={"127.0.0.1:9092/1": 0.0015},
+)
+
+
 def test_librdkafka_statistics_are_read_and_bootstrap_entries_skipped() -> None:
     # Given a statistics document shaped as librdkafka's STATISTICS.md describes
     raw = json.dumps(
@@ -123,16 +136,7 @@ def test_librdkafka_statistics_are_read_and_bootstrap_entries_skipped() -> None:
     holder = StatisticsHolder()
     holder.on_statistics(raw)
     # Then
-    assert holder.latest == ProducerStatistics(
-        queue_messages=3,
-        queue_bytes=300,
-        requests_sent=20,
-        bytes_sent=4000,
-        responses_received=19,
-        bytes_received=900,
-        messages_sent=55,
-        broker_rtt_avg_s={"127.0.0.1:9092/1": 0.0015},
-    )
+    assert holder.latest == REPORTED
     assert parse_statistics("{}") == ProducerStatistics()
 
 
@@ -156,16 +160,7 @@ def test_a_report_is_read_without_its_topics() -> None:
     # Then the rest is a JSON document without them, and every figure read is the report's
     assert "topics" not in json.loads(cut)
     assert json.loads(cut)["tx"] == 20
-    assert parsed == ProducerStatistics(
-        queue_messages=3,
-        queue_bytes=300,
-        requests_sent=20,
-        bytes_sent=4000,
-        responses_received=19,
-        bytes_received=900,
-        messages_sent=55,
-        broker_rtt_avg_s={"127.0.0.1:9092/1": 0.0015},
-    )
+    assert parsed == REPORTED
 
 
 def test_a_report_laid_out_otherwise_is_read_whole() -> None:
