@@ -40,7 +40,7 @@ _TAIL_CHARS = 65_536
 def without_topics(raw: str) -> str:
     """The statistics document without its "topics" object, which nothing here reads: an
     entry per topic and partition the producer knows, megabytes a report with thousands of
-    queues (its parse was 5 % of the gateway's GIL time at seed 004's 10,000 queues,
+    queues (its parse was 5-12 % of the gateway's GIL time at seed 004's 10,000 queues,
     PROFILE.md session 20). The whole document when the object's end is not where expected."""
     start = raw.find('"topics":')
     if start < 0:
