@@ -192,14 +192,17 @@ class LeaseStore:
         self._received_ids = RecentIds()  # for the events of deletes (recent_ids.py)
         # How many messages each partition lost so far (deleted, expired, purged, moved to a
         # dead-letter queue; in memory only), and what `backlog_start` and `oldest_sent_ms`
-        # last found at that count. Neither answer changes before the next removal (or, in an
-        # empty partition, the next message), so the passes over every partition (backlog
-        # offsets every 5 s, gauges every 10 s) read the store only for partitions that
-        # changed: at 10,000 queues their scans were 14 % of the gateway's GIL time.
+        # last found at that count (the latter in `_oldest_sent_ms`, see below). Neither
+        # answer changes before the next removal (or, in an empty partition, the next
+        # message), so the passes over every partition (backlog offsets every 5 s, gauges
+        # every 10 s) read the store only for partitions that changed: at 10,000 queues their
+        # scans were 14 % of the gateway's GIL time.
         self._removals: dict[PartitionKey, int] = {}
         # removals, the applied offset when the partition was empty (else -1), the start
         self._known_backlog_start: dict[PartitionKey, tuple[int, int, int]] = {}
-        self._known_oldest_sent: dict[PartitionKey, tuple[int, int | None]] = {}
+        # The removal count at which `_oldest_sent_ms` was last the exact oldest (a scan, or
+        # lowered by ingest since): until the next removal it answers `oldest_sent_ms`.
+        self._oldest_exact_at: dict[PartitionKey, int] = {}
 
     def upgrade_format(self) -> bool:
         """Bring a store written by an older layout to `FORMAT_VERSION`; call once at open.
@@ -318,9 +321,6 @@ class LeaseStore:
             oldest = self._oldest_sent_ms.get(pk)
             if oldest is not None and fact.sent_ms < oldest:
                 self._oldest_sent_ms[pk] = fact.sent_ms
-            known = self._known_oldest_sent.get(pk)
-            if known is not None and (known[1] is None or fact.sent_ms < known[1]):
-                del self._known_oldest_sent[pk]  # a first message, or one sent earlier
             added += 1
         if records:
             # Saved even when every record was skipped (purged), so a restart resumes after them.
@@ -496,6 +496,7 @@ class LeaseStore:
         self._oldest_sent_ms[pk] = (
             _I64.unpack_from(first[0][0], 1 + len(pk.prefix))[0] if first else _MAX_TIME
         )
+        self._oldest_exact_at[pk] = self._removals.get(pk, 0)
         return dropped
 
     def change_visibility(
@@ -535,15 +536,17 @@ class LeaseStore:
         The first entry of the expiry index: ApproximateAgeOfOldestMessage without a scan.
         """
         removals = self._removals.get(pk, 0)
-        known = self._known_oldest_sent.get(pk)
-        if known is not None and known[0] == removals:
-            return known[1]
-        first = self._floors.scan(
-            b"X" + pk.prefix, b"X" + pk.prefix, b"X" + pk.prefix + b"\xff" * 16, limit=1
-        )
-        oldest = int(_I64.unpack_from(first[0][0], 1 + len(pk.prefix))[0]) if first else None
-        self._known_oldest_sent[pk] = (removals, oldest)
-        return oldest
+        bound = self._oldest_sent_ms.get(pk)
+        if bound is None or self._oldest_exact_at.get(pk) != removals:
+            first = self._floors.scan(
+                b"X" + pk.prefix, b"X" + pk.prefix, b"X" + pk.prefix + b"\xff" * 16, limit=1
+            )
+            bound = (
+                int(_I64.unpack_from(first[0][0], 1 + len(pk.prefix))[0]) if first else _MAX_TIME
+            )
+            self._oldest_sent_ms[pk] = bound
+            self._oldest_exact_at[pk] = removals
+        return None if bound == _MAX_TIME else bound
 
     def facts(self, pk: PartitionKey) -> Iterator[tuple[int, LeaseFact]]:
         """Every message's fact in the partition, lowest offset first, read a page at a time
@@ -603,7 +606,7 @@ class LeaseStore:
         self._visibility.pop(pk, None)
         self._oldest_sent_ms.pop(pk, None)
         self._known_backlog_start.pop(pk, None)
-        self._known_oldest_sent.pop(pk, None)
+        self._oldest_exact_at.pop(pk, None)
         self._fifo_groups.pop(pk, None)
         self._floors.forget(pk.prefix)
 
