@@ -312,6 +312,7 @@ async def _start(
         for pk in partition_keys(record):
             changelog.forget_partition(pk, leases.drop_partition(pk))
         signals.notify(record.key)
+        messages.queue_deleted(record)
         if move_tasks_ref and messages.ownership.serves(record.topic, 0):
             move_tasks_ref[0].queue_deleted(record.topic)  # the queue's home ends its tasks
 
