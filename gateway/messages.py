@@ -330,14 +330,14 @@ class MessageService:
         consumers on one queue (bench/results/PROFILE.md, session 21): sends at p50 42 ->
         31 ms, 1.24x the messages; a fill with no consumer keeps the bulk producer.
         """
+        if not self._producer.crowded():
+            return False
         wanted_at = self._wanted_at_ms.get(record.key)
         if wanted_at is not None:
             if self._clock.now_ms() - wanted_at < WANTED_FOR_MS:
                 return False
             del self._wanted_at_ms[record.key]
-        if self._signals.waiting(record.key):
-            return False
-        return self._producer.crowded()
+        return not self._signals.waiting(record.key)
 
     def _start_send(
         self, record: QueueRecord, message: StoredMessage, bulk: bool = False
