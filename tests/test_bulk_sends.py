@@ -9,6 +9,7 @@ stand-in (`bench/micro/standins.py`) that notes each record's `bulk` choice.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from bench.micro.standins import EmptyCatalog, InstantProducer, Log, NullAdmin
 from gateway.messages import WANTED_FOR_MS, MessageService
@@ -20,7 +21,7 @@ from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
 from lease_store.store import LeaseStore
 from topology.catalog import QueueRecord
-from topology.producer import Delivered, OnDelivered
+from topology.producer import Delivered
 
 ORDERS = QueueRecord("000000000000", "orders", "ab" * 16, 1)
 AUDIT = QueueRecord("000000000000", "audit", "cd" * 16, 1)
@@ -37,21 +38,9 @@ class CrowdedProducer(InstantProducer):
     def crowded(self) -> bool:
         return True
 
-    def start(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
-        timestamp_ms: int = 0,
-        partition: int | None = None,
-        on_delivered: OnDelivered | None = None,
-        bulk: bool = False,
-    ) -> asyncio.Future[Delivered]:
-        self.bulk_choices.append((topic, bulk))
-        return super().start(
-            topic, value, key, headers, timestamp_ms, partition, on_delivered, bulk
-        )
+    def start(self, topic: str, *args: Any, **kwargs: Any) -> asyncio.Future[Delivered]:
+        self.bulk_choices.append((topic, bool(kwargs.get("bulk", False))))
+        return super().start(topic, *args, **kwargs)
 
 
 def gateway(clock: ManualClock, signals: QueueSignals) -> tuple[MessageService, CrowdedProducer]:
