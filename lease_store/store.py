@@ -492,11 +492,7 @@ class LeaseStore:
                 self._drop(pk, offset, fact, batch)
                 dropped.append(message.message_id if message is not None else "")
             self._commit(pk, st, batch)
-        first = self._floors.scan(start, start, b"X" + pk.prefix + _I64.pack(_MAX_TIME), limit=1)
-        self._oldest_sent_ms[pk] = (
-            _I64.unpack_from(first[0][0], 1 + len(pk.prefix))[0] if first else _MAX_TIME
-        )
-        self._oldest_exact_at[pk] = self._removals.get(pk, 0)
+        self._scan_oldest_sent(pk)
         return dropped
 
     def change_visibility(
@@ -538,15 +534,18 @@ class LeaseStore:
         removals = self._removals.get(pk, 0)
         bound = self._oldest_sent_ms.get(pk)
         if bound is None or self._oldest_exact_at.get(pk) != removals:
-            first = self._floors.scan(
-                b"X" + pk.prefix, b"X" + pk.prefix, b"X" + pk.prefix + b"\xff" * 16, limit=1
-            )
-            bound = (
-                int(_I64.unpack_from(first[0][0], 1 + len(pk.prefix))[0]) if first else _MAX_TIME
-            )
-            self._oldest_sent_ms[pk] = bound
-            self._oldest_exact_at[pk] = removals
+            bound = self._scan_oldest_sent(pk)
         return None if bound == _MAX_TIME else bound
+
+    def _scan_oldest_sent(self, pk: PartitionKey) -> int:
+        """The first expiry entry's SentTimestamp (`_MAX_TIME`: none), kept as
+        `_oldest_sent_ms` and marked exact until the partition's next removal."""
+        start = b"X" + pk.prefix
+        first = self._floors.scan(start, start, start + b"\xff" * 16, limit=1)
+        oldest = int(_I64.unpack_from(first[0][0], len(start))[0]) if first else _MAX_TIME
+        self._oldest_sent_ms[pk] = oldest
+        self._oldest_exact_at[pk] = self._removals.get(pk, 0)
+        return oldest
 
     def facts(self, pk: PartitionKey) -> Iterator[tuple[int, LeaseFact]]:
         """Every message's fact in the partition, lowest offset first, read a page at a time
