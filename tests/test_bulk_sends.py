@@ -11,21 +11,20 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bench.micro.standins import EmptyCatalog, InstantProducer, Log, NullAdmin
+from bench.micro.standins import InstantProducer, Log
 from gateway.messages import WANTED_FOR_MS, MessageService
-from gateway.queues import QueueRegistry
 from gateway.waiters import QueueSignals
 from lease_store.clock import ManualClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
 from lease_store.store import LeaseStore
+from tests.test_moved_while_confirming import T0, registry_of
 from topology.catalog import QueueRecord
 from topology.producer import Delivered
 
 ORDERS = QueueRecord("000000000000", "orders", "ab" * 16, 1)
 AUDIT = QueueRecord("000000000000", "audit", "cd" * 16, 1)
-T0 = 1_700_000_000_000
 
 
 class CrowdedProducer(InstantProducer):
@@ -46,15 +45,8 @@ class CrowdedProducer(InstantProducer):
 def gateway(clock: ManualClock, signals: QueueSignals) -> tuple[MessageService, CrowdedProducer]:
     log = Log()
     producer = CrowdedProducer(log)
-    registry = QueueRegistry(
-        EmptyCatalog("unused", NullAdmin(log), InstantProducer(log)),
-        NullAdmin(log),
-        1,
-        on_created=lambda record: None,
-        on_deleted=lambda record: None,
-    )
-    for offset, queue in enumerate((ORDERS, AUDIT)):
-        registry.apply(queue, offset)
+    registry = registry_of(ORDERS, log)
+    registry.apply(AUDIT, 1)
     messages = MessageService(
         clock,
         producer,
