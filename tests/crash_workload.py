@@ -139,13 +139,22 @@ class Ledger:
             self.left_to_time_out.add(message_id)
             return True
 
+    def unfinished(self) -> list[str]:
+        """The story of each message delivered whose deletion was never acknowledged, from
+        acknowledged sends or not (for the report when the queues do not end empty)."""
+        with self.lock:
+            tokens = {d.token for d in self.deliveries if d.message_id not in self.deletions}
+        return [self.story(token) for token in sorted(tokens)]
+
     def story(self, token: str) -> str:
         """What happened to one message, for a failure's report: its id, when each receive
         that delivered it began and at which gateway (port), when its deletion was
         acknowledged (monotonic seconds), the first and last of its failed deletes, and
         whether a consumer left one of its deliveries to time out."""
         with self.lock:
-            message_id = self.acknowledged.get(token, "?")
+            acknowledged = token in self.acknowledged
+            delivered_as = next((d.message_id for d in self.deliveries if d.token == token), "?")
+            message_id = self.acknowledged.get(token, delivered_as)
             began = [
                 f"{d.receive_began:.1f} {_port(d.gateway)}".strip()
                 for d in self.deliveries
@@ -154,8 +163,9 @@ class Ledger:
             deleted = self.deletions.get(message_id)
             refused = list(self.refusals.get(message_id, []))
             left = message_id in self.left_to_time_out
+        sent = "" if acknowledged else "unacknowledged send, "
         story = (
-            f"{token} ({message_id}): delivered by receives begun at {began or 'never'}, "
+            f"{token} ({sent}{message_id}): delivered by receives begun at {began or 'never'}, "
             f"deletion acknowledged at {'never' if deleted is None else f'{deleted:.1f}'}"
         )
         if left:
@@ -367,7 +377,14 @@ class Workload:
                 # 10 s visibility timeout, and a rule by turn alone then skipped each of its
                 # deliveries for ever (issue 18's "undeletable" message of the hand-over runs:
                 # delivered every 10 s through both gateways, no delete of it ever tried).
-                if (turn + number) % 7 == 0 and self.ledger.leave_to_time_out(message["MessageId"]):
+                # A consumer told to stop leaves nothing in flight behind it: the queues must
+                # end empty, and stop() comes once they read empty.
+                stopping = not self._consuming.is_set()
+                if (
+                    not stopping
+                    and (turn + number) % 7 == 0
+                    and self.ledger.leave_to_time_out(message["MessageId"])
+                ):
                     continue
                 self._delete(sqs, url, message)
 
@@ -396,8 +413,11 @@ class Workload:
     def _delete(self, sqs: Any, url: str, message: dict[str, Any]) -> None:
         # Retried through outages: a deletion the client never saw acknowledged may or may
         # not have happened, so only an acknowledged one counts.
+        # Tried at least once: a consumer stopping finishes the delivery it holds.
         deadline = time.monotonic() + 2 * VISIBILITY_TIMEOUT_S
-        while time.monotonic() < deadline and self._consuming.is_set():
+        tries = 0
+        while time.monotonic() < deadline and (tries == 0 or self._consuming.is_set()):
+            tries += 1
             began = time.monotonic()
             try:
                 sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])

@@ -53,6 +53,8 @@ SIZE = SIZES[os.environ.get("KQS_CRASH_SIZE", "reduced")]
 # A call that fails must fail within this: the producer's delivery timeout (15 s) plus
 # the long-poll wait and scheduling slack on a loaded machine.
 FAIL_WITHIN_S = 15 + RECEIVE_WAIT_S + 10
+# How long the queues must stay empty at the end: longer than a receive in flight takes.
+EMPTY_FOR_S = 2 * RECEIVE_WAIT_S + 2
 
 
 def _report(line: str) -> None:
@@ -87,9 +89,11 @@ def _left_behind(endpoint: str, urls: list[str]) -> list[tuple[str, dict[str, st
     return left
 
 
-def _assert_empty(endpoint: str, urls: list[str]) -> None:
+def _assert_empty(endpoint: str, urls: list[str], stories: list[str] | None = None) -> None:
+    """The queues end empty; `stories`: what happened to each message delivered but never
+    deleted, shown when they do not."""
     left = _left_behind(endpoint, urls)
-    assert not left, left
+    assert not left, f"{left} at {time.monotonic():.1f}; delivered, never deleted: {stories}"
 
 
 def _assert_accounted(verdict: Verdict, connection_errors_expected: bool) -> None:
@@ -144,25 +148,26 @@ def _finish(
         f"{statistics.median(restarts):.2f} s, max {max(restarts):.2f} s"
     )
     _assert_accounted(verdict, connection_errors_expected)
-    _assert_empty(gateway.endpoint, urls)
+    _assert_empty(gateway.endpoint, urls, workload.ledger.unfinished())
 
 
 def _wait_until_empty(endpoint: str, urls: list[str], timeout_s: float) -> None:
-    # Messages from sends that failed but landed are consumed too; give the consumers time.
-    sqs = json_client(endpoint)
+    """Wait until the queues read empty twice, `EMPTY_FOR_S` apart.
+
+    Messages from sends that failed but landed are consumed too, and one may appear late: a
+    record the broker kept although the gateway answered the send with an error is read by
+    the ingest consumer once it has caught up after a broker restart. One empty read can
+    fall just before it does; the second read comes after any receive in flight then has
+    ended. At the deadline it returns, and `_assert_empty` reports what is left.
+    """
     deadline = time.monotonic() + timeout_s
+    empty_since: float | None = None
     while time.monotonic() < deadline:
-        counts = [
-            sqs.get_queue_attributes(
-                QueueUrl=url,
-                AttributeNames=[
-                    "ApproximateNumberOfMessages",
-                    "ApproximateNumberOfMessagesNotVisible",
-                ],
-            )["Attributes"]
-            for url in urls
-        ]
-        if all(set(c.values()) == {"0"} for c in counts):
+        if _left_behind(endpoint, urls):
+            empty_since = None
+        elif empty_since is None:
+            empty_since = time.monotonic()
+        elif time.monotonic() - empty_since >= EMPTY_FOR_S:
             return
         time.sleep(0.5)
 
