@@ -248,9 +248,12 @@ class OwnerGone(ServiceUnavailable):
 
     `owner`: the gateway gone (None: this one, which lost the partition while it confirmed
     a change). An owner's own `OwnerGone` travels back by class name like any SQS error.
+    `removed`: the MessageId a delete removed before its gateway learned the partition had
+    moved, which it therefore did not count as deleted (`MessageService.delete_many`).
     """
 
     owner: Owner | None = None  # also when decoded from an owner's answer
+    removed: str | None = None
 
     def __init__(self, message: str, owner: Owner | None = None) -> None:
         super().__init__(message)

@@ -113,7 +113,10 @@ def decode_held(raw: dict[str, Any]) -> tuple[int, Delivery]:
 
 
 def encode_error(error: SqsError) -> dict[str, Any]:
-    return {"error": {"class": type(error).__name__, "message": error.message}}
+    encoded = {"class": type(error).__name__, "message": error.message}
+    if isinstance(error, OwnerGone) and error.removed:
+        encoded["removed"] = error.removed
+    return {"error": encoded}
 
 
 def encode_lease_error(error: LeaseError) -> dict[str, Any]:
@@ -139,6 +142,8 @@ def decode_error(raw: dict[str, Any]) -> SqsError:
     cls = _subclasses(SqsError).get(str(raw.get("class")), errors.InternalError)
     error = cls.__new__(cls)  # constructors differ; every SqsError is its message
     SqsError.__init__(error, str(raw.get("message", "")))
+    if isinstance(error, OwnerGone) and raw.get("removed"):
+        error.removed = str(raw["removed"])
     return error
 
 
@@ -212,7 +217,9 @@ class Forwarder:
             error = decode_error(answer["error"])
             if isinstance(error, OwnerGone):
                 # The partition moved away from that owner while it made the change.
-                raise OwnerGone(error.message, owner)
+                gone = OwnerGone(error.message, owner)
+                gone.removed = error.removed
+                raise gone
             raise error
         if "lease_error" in answer:
             raise decode_lease_error(answer["lease_error"])
@@ -345,8 +352,11 @@ class Forwarder:
         gauges: dict[str, list[int | None]] = answer.get("gauges", {})
         return {topic: QueueGaugeParts.decode(raw) for topic, raw in gauges.items()}
 
-    async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> None:
-        await self.call(owner, "delete", {"topic": topic, "handle": receipt_handle})
+    async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> bool:
+        """Whether the owner removed the message (False: it was gone already). A gateway
+        of a version before this answer existed counted its removals itself: True."""
+        answer = await self.call(owner, "delete", {"topic": topic, "handle": receipt_handle})
+        return bool(answer.get("removed", True))
 
     async def change_visibility(
         self, owner: Owner, topic: str, receipt_handle: str, visibility_s: int

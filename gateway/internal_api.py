@@ -81,8 +81,7 @@ async def _counts(
 async def _delete(
     messages: MessageService, record: QueueRecord, body: dict[str, Any]
 ) -> dict[str, Any]:
-    await messages.delete(record, str(body["handle"]), forward=False)
-    return {}
+    return {"removed": await messages.delete_here(record, str(body["handle"]))}
 
 
 async def _change_visibility(

@@ -87,6 +87,7 @@ MOVING_WAIT_S = 5.0
 OWNER_GONE_WAIT_S = 15.0
 
 Entry = TypeVar("Entry")
+T = TypeVar("T")
 
 
 def _nobody_to_wake(topic: str, partition: int) -> None:
@@ -725,17 +726,23 @@ class MessageService:
             return contextlib.nullcontext(Confirmation())
         return self._changelog.capture()
 
-    async def delete(self, record: QueueRecord, receipt_handle: str, forward: bool = True) -> None:
-        """Delete the message; deleting an already deleted message succeeds, as in SQS.
-
-        `forward` False: a request another gateway forwarded here (never forwarded again).
-        """
-        (error,) = await self.delete_many(record, (receipt_handle,), forward)
+    async def delete(self, record: QueueRecord, receipt_handle: str) -> None:
+        """Delete the message; deleting an already deleted message succeeds, as in SQS."""
+        (error,) = await self.delete_many(record, (receipt_handle,))
         if error is not None:
             raise error
 
+    async def delete_here(self, record: QueueRecord, receipt_handle: str) -> bool:
+        """A delete another gateway forwarded here (never forwarded again): whether this
+        removed the message (False: it was gone already). That gateway tries again where the
+        partition moved if this raises `OwnerGone`."""
+        outcomes, removed = await self._delete_once(record, (receipt_handle,), forward=False)
+        if outcomes[0] is not None:
+            raise outcomes[0]
+        return bool(removed)
+
     async def delete_many(
-        self, record: QueueRecord, receipt_handles: Sequence[str], forward: bool = True
+        self, record: QueueRecord, receipt_handles: Sequence[str]
     ) -> list[Exception | None]:
         """Delete the messages these handles name: for each, None or what failed it (an
         invalid or, on FIFO, expired handle fails only its own entry).
@@ -745,29 +752,51 @@ class MessageService:
         WAL, synced once for all the writes of this event-loop turn). The changelog records
         follow without waiting. An entry whose partition's owner was gone is tried once more
         at the next owner (`_once_more_where_moved`).
+
+        Each message removed counts as deleted once (`EventSink.deleted`). A gateway that
+        removed one but lost its partition before the removal was confirmed does not count
+        it (`OwnerGone.removed`): the next owner counts it if it still had the message (it
+        restored the partition before the removal reached the changelog), and if it had it
+        no more, the retry's answer says so and it is counted here.
         """
-        outcomes = await self._delete_once(record, receipt_handles, forward)
-        if not forward or self._everything_here:
-            # Forwarded: the gateway that forwarded it tries again. One gateway: no owner is
-            # ever gone.
-            return outcomes
-        return await self._once_more_where_moved(
-            record,
-            receipt_handles,
-            outcomes,
-            lambda receipt_handle: receipt_handle,
-            lambda again: self._delete_once(record, again, forward),
+        outcomes, _ = await self._delete_once(record, receipt_handles, forward=True)
+        if self._everything_here:
+            return outcomes  # one gateway: no owner is ever gone
+        removed_on_retry: set[str] = set()
+
+        async def delete_again(again: Sequence[str]) -> list[Exception | None]:
+            retried, removed = await self._delete_once(record, again, forward=True)
+            removed_on_retry.update(again[i] for i in removed)
+            return retried
+
+        first = list(outcomes)  # the retry answers in place
+        final = await self._once_more_where_moved(
+            record, receipt_handles, outcomes, lambda handle: handle, delete_again
         )
+        found_gone = [
+            tried.removed
+            for tried, handle, last in zip(first, receipt_handles, final, strict=True)
+            if isinstance(tried, OwnerGone)
+            and tried.removed
+            and last is None
+            and handle not in removed_on_retry
+        ]
+        if found_gone:
+            self._events.deleted(record, found_gone)
+        return final
 
     async def _delete_once(
         self, record: QueueRecord, receipt_handles: Sequence[str], forward: bool
-    ) -> list[Exception | None]:
+    ) -> tuple[list[Exception | None], set[int]]:
+        """One try of `delete_many` (`forward` False: a request forwarded here): each
+        entry's outcome, and the entries whose message this try removed (here, or at the
+        owner it was forwarded to)."""
         if forward and not self._everything_here:  # a forwarded request: the sender waited
             await self.until_served(record, self._partitions_named(record, receipt_handles))
         outcomes: list[Exception | None] = [None] * len(receipt_handles)
         offsets: dict[PartitionKey, list[int]] = {}
-        local: list[tuple[int, PartitionKey]] = []  # the entries deleted here
-        forwarded: list[tuple[int, Awaitable[None]]] = []
+        local: list[tuple[int, PartitionKey, int]] = []  # the entries deleted here
+        forwarded: list[tuple[int, Awaitable[bool]]] = []
         fifo = is_fifo(record)
         for i, receipt_handle in enumerate(receipt_handles):
             try:
@@ -783,31 +812,55 @@ class MessageService:
                 outcomes[i] = error
                 continue
             offsets.setdefault(pk, []).append(handle.offset)
-            local.append((i, pk))
+            local.append((i, pk, handle.offset))
         spells = self._spells(record, offsets)
         now_ms = self._clock.now_ms()
-        deleted: list[str] = []
+        removed_ids: dict[tuple[PartitionKey, int], str] = {}
         for pk, wanted in offsets.items():
             removed = self._leases.remove_many(pk, wanted, now_ms)
-            deleted.extend(message_id for message_id in removed.values() if message_id)
+            removed_ids.update(((pk, o), message_id) for o, message_id in removed.items())
             if self._changelog is not None:
                 for offset in set(wanted) - removed.keys():
                     # Gone here already; an earlier try may have failed to reach the changelog.
                     self._changelog.tombstone(pk, offset)
-        await self._settle_forwarded(forwarded, outcomes)
+        answered = await self._settle_forwarded(forwarded, outcomes)
+        removed_by = {i for i, removed_there in answered.items() if removed_there}
         if not offsets:
-            return outcomes
+            return outcomes, removed_by
         try:
             await self.group_sync.durable()
-        finally:
+        except BaseException:
             # Removed here even if the sync failed (and a retry will find them gone): the
             # messages are no longer in the queue, so each counts as deleted once, now.
-            if deleted:
-                self._events.deleted(record, deleted)
-        self._fail_if_moved(record, spells, local, outcomes)
-        if deleted and fifo:
+            self._count_deleted(record, removed_ids, self._moved(record, spells))
+            raise
+        moved = self._fail_if_moved(record, spells, [(i, pk) for i, pk, _ in local], outcomes)
+        self._count_deleted(record, removed_ids, moved)
+        if removed_ids and fifo:
             self._signals.notify(record.key)  # their groups may be free now: wake long polls
-        return outcomes
+        if self._everything_here:
+            return outcomes, removed_by  # one gateway: nobody asks which entry removed what
+        for i, pk, offset in local:
+            if (pk, offset) not in removed_ids:
+                continue  # gone already, or a handle given twice (its first entry removed it)
+            message_id = removed_ids.pop((pk, offset))
+            if isinstance(gone := outcomes[i], OwnerGone):
+                gone.removed = message_id or None  # counted by whoever learns where it went
+            else:
+                removed_by.add(i)
+        return outcomes, removed_by
+
+    def _count_deleted(
+        self,
+        record: QueueRecord,
+        removed_ids: dict[tuple[PartitionKey, int], str],
+        moved: set[PartitionKey],
+    ) -> None:
+        """Count the messages removed here, but those of partitions that moved before the
+        removal was confirmed (`delete_many` says who counts those)."""
+        deleted = [m for (pk, _), m in removed_ids.items() if m and pk not in moved]
+        if deleted:
+            self._events.deleted(record, deleted)
 
     async def change_visibility(
         self, record: QueueRecord, receipt_handle: str, visibility_s: int, forward: bool = True
@@ -894,28 +947,35 @@ class MessageService:
             return {}
         return {pk: self.ownership.serving_since(record.topic, pk.partition) for pk in pks}
 
+    def _moved(
+        self, record: QueueRecord, spells: dict[PartitionKey, int | None]
+    ) -> set[PartitionKey]:
+        """The partitions no longer in the spell of serving they were in (`_spells`)."""
+        return {
+            pk
+            for pk, spell in spells.items()
+            if self.ownership.serving_since(record.topic, pk.partition) != spell
+        }
+
     def _fail_if_moved(
         self,
         record: QueueRecord,
         spells: dict[PartitionKey, int | None],
         local: list[tuple[int, PartitionKey]],
         outcomes: list[Exception | None],
-    ) -> None:
+    ) -> set[PartitionKey]:
         """Fail the entries changed here on a partition that stopped being served here (or
-        was served again, in a new spell) before the change was confirmed.
+        was served again, in a new spell) before the change was confirmed; returns those
+        partitions.
 
         The partition's new owner may have restored it from the changelog before this
         change's record reached Kafka (a gateway learns late that the group took its
         partitions when the broker was down): answering success would let an acknowledged
         delete be undone. As `OwnerGone`, the entry is tried once more at the new owner
         (by this gateway, or by the one that forwarded it here)."""
-        moved = {
-            pk
-            for pk, spell in spells.items()
-            if self.ownership.serving_since(record.topic, pk.partition) != spell
-        }
+        moved = self._moved(record, spells)
         if not moved:
-            return
+            return moved
         log.warning(
             "partition moved while a change was confirmed: answered as unavailable",
             extra={"queue": record.key, "partitions": sorted(pk.partition for pk in moved)},
@@ -925,6 +985,7 @@ class MessageService:
                 outcomes[i] = OwnerGone(
                     "This queue partition moved to another gateway during the request. Retry."
                 )
+        return moved
 
     async def _once_more_where_moved(
         self,
@@ -971,17 +1032,22 @@ class MessageService:
 
     @staticmethod
     async def _settle_forwarded(
-        forwarded: list[tuple[int, Awaitable[None]]], outcomes: list[Exception | None]
-    ) -> None:
-        """Await the entries sent to other gateways; each one's failure becomes its outcome."""
+        forwarded: list[tuple[int, Awaitable[T]]], outcomes: list[Exception | None]
+    ) -> dict[int, T]:
+        """Await the entries sent to other gateways; each one's failure becomes its outcome.
+        Returns the answers of those that succeeded, by entry."""
         if not forwarded:
-            return
+            return {}
         results = await asyncio.gather(*(call for _, call in forwarded), return_exceptions=True)
+        answered: dict[int, T] = {}
         for (i, _), result in zip(forwarded, results, strict=True):
             if isinstance(result, BaseException):
                 if not isinstance(result, Exception):
                     raise result
                 outcomes[i] = result
+            else:
+                answered[i] = result
+        return answered
 
     def _sync(self) -> concurrent.futures.Future[None] | None:
         """The group sync: the WAL, the durable record of every change made so far.

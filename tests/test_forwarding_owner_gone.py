@@ -50,10 +50,10 @@ def a_closed_port() -> int:
     return port
 
 
-async def deleting_through(owner: Owner) -> None:
+async def deleting_through(owner: Owner) -> bool:
     forwarder = Forwarder(b"secret")
     try:
-        await forwarder.delete(owner, "kqs.000000000000.q.ab", "handle")
+        return await forwarder.delete(owner, "kqs.000000000000.q.ab", "handle")
     finally:
         await forwarder.close()
 
@@ -82,6 +82,29 @@ async def test_an_owner_that_lost_the_partition_while_confirming_is_gone(
     with pytest.raises(OwnerGone) as raised:
         await deleting_through(owner)
     assert raised.value.owner == owner  # the one that answered, whom the retry avoids
+    assert raised.value.removed is None
+
+
+async def test_an_owner_gone_says_which_message_it_removed_before_it_learned(
+    owner_answering: Callable[[Answer], Any],
+) -> None:
+    moved = OwnerGone("This queue partition moved to another gateway during the request.")
+    moved.removed = "m-1"
+    owner = await owner_answering(lambda: web.json_response(encode_error(moved)))
+    with pytest.raises(OwnerGone) as raised:
+        await deleting_through(owner)
+    assert (raised.value.owner, raised.value.removed) == (owner, "m-1")
+
+
+@pytest.mark.parametrize(
+    ("answer", "removed"), [({"removed": True}, True), ({"removed": False}, False), ({}, True)]
+)
+async def test_a_delete_answers_whether_the_owner_removed_the_message(
+    owner_answering: Callable[[Answer], Any], answer: dict[str, Any], removed: bool
+) -> None:
+    # ({}: an owner of a version before the answer said it, which counted its removals)
+    owner = await owner_answering(lambda: web.json_response(answer))
+    assert await deleting_through(owner) is removed
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import pytest
 
 from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
 from gateway.errors import OwnerGone, ServiceUnavailable
+from gateway.events import EventSink
 from gateway.fifo import FifoSent
 from gateway.forwarding import Forwarder
 from gateway.group_sync import GroupSync
@@ -65,14 +66,16 @@ class AnsweringForwarder(Forwarder):
         super().__init__(b"unused")
         self.answers = answers or {}
         self.calls: list[tuple[str, Owner, str]] = []
+        self.had_it_no_more: set[Owner] = set()  # owners whose deletes find the message gone
 
     def _answer(self, operation: str, owner: Owner, about: str) -> None:
         self.calls.append((operation, owner, about))
         if (error := self.answers.get(owner)) is not None:
             raise error
 
-    async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> None:
+    async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> bool:
         self._answer("delete", owner, receipt_handle)
+        return owner not in self.had_it_no_more
 
     async def change_visibility(
         self, owner: Owner, topic: str, receipt_handle: str, visibility_s: int
@@ -82,6 +85,16 @@ class AnsweringForwarder(Forwarder):
     async def fifo_send(self, owner: Owner, topic: str, message: StoredMessage) -> FifoSent:
         self._answer("fifo_send", owner, message.message_id)
         return FifoSent(message.message_id, "1", duplicate=False)
+
+
+class CountedDeletes(EventSink):
+    """Notes the MessageIds each `deleted` event counts."""
+
+    def __init__(self) -> None:
+        self.deleted_ids: list[str] = []
+
+    def deleted(self, record: QueueRecord, message_ids: Sequence[str]) -> None:
+        self.deleted_ids.extend(message_ids)
 
 
 class AssignmentsOnly(IngestConsumer):
@@ -136,6 +149,7 @@ async def gateway_serving_the_queue(
     queue: QueueRecord = QUEUE,
     clock: ManualClock | None = None,
     also: Sequence[QueueRecord] = (),
+    events: EventSink | None = None,
 ) -> tuple[MessageService, GroupOwnership]:
     """`served`: partition 0 of `queue` is served here; `forwarder`: the channel to the
     other gateways (none: nothing can be forwarded); `also`: other queues that exist."""
@@ -158,6 +172,7 @@ async def gateway_serving_the_queue(
         "us-east-1",
         ownership=ownership,
         forwarder=forwarder,
+        events=events,
     )
     if served:
         await take(ownership, queue)
@@ -193,7 +208,8 @@ async def one_in_flight(messages: MessageService) -> str:
 
 
 async def test_a_delete_confirmed_while_the_partition_is_served_succeeds() -> None:
-    messages, _ = await gateway_serving_the_queue()
+    events = CountedDeletes()
+    messages, _ = await gateway_serving_the_queue(events=events)
     handle = await one_in_flight(messages)
     confirmation = confirmations_held(messages)
 
@@ -203,32 +219,46 @@ async def test_a_delete_confirmed_while_the_partition_is_served_succeeds() -> No
     await deleting
 
     assert messages.counts(QUEUE).in_flight == 0
+    assert events.deleted_ids == ["m-1"]  # counted once, here
 
 
 async def test_a_delete_confirmed_after_the_partition_was_lost_is_answered_unavailable() -> None:
     # Given a message in flight on a partition served here
-    messages, ownership = await gateway_serving_the_queue()
+    events = CountedDeletes()
+    messages, ownership = await gateway_serving_the_queue(events=events)
     handle = await one_in_flight(messages)
 
     # When the group's loss of the partition arrives while a delete another gateway
     # forwarded here waits for its confirmation, which comes after that
     confirmation = confirmations_held(messages)
-    deleting = asyncio.create_task(messages.delete(QUEUE, handle, forward=False))
+    deleting = asyncio.create_task(messages.delete_here(QUEUE, handle))
     await lose(ownership)
     confirmation.set_result(None)
 
     # Then that gateway is told the partition moved (it tries the next owner), not that the
-    # delete is done
-    with pytest.raises(OwnerGone):
+    # delete is done; and which message was removed here, uncounted: only the next owner
+    # knows whether it still had it
+    with pytest.raises(OwnerGone) as gone:
         await deleting
+    assert gone.value.removed == "m-1"
+    assert events.deleted_ids == []
 
 
-async def test_a_delete_unconfirmed_when_the_partition_was_lost_goes_to_its_next_owner() -> None:
+@pytest.mark.parametrize("next_owner_had_it", [True, False])
+async def test_a_delete_unconfirmed_when_the_partition_was_lost_goes_to_its_next_owner(
+    next_owner_had_it: bool,
+) -> None:
     # Given a message in flight on a partition served here, and a gateway that can take
-    # deletes
+    # deletes (which restored the partition before this removal reached the changelog, and
+    # so still had the message, or after)
     forwarder = AnsweringForwarder()
+    if not next_owner_had_it:
+        forwarder.had_it_no_more.add(NEXT)
     directory = RememberingDirectory()
-    messages, ownership = await gateway_serving_the_queue(directory, forwarder=forwarder)
+    events = CountedDeletes()
+    messages, ownership = await gateway_serving_the_queue(
+        directory, forwarder=forwarder, events=events
+    )
     handle = await one_in_flight(messages)
 
     # When the partition is lost while a client's delete waits for its confirmation, and
@@ -246,6 +276,9 @@ async def test_a_delete_unconfirmed_when_the_partition_was_lost_goes_to_its_next
     await asyncio.wait_for(deleting, 5)
     assert waited
     assert forwarder.calls == [("delete", NEXT, handle)]
+    # and the message counts as deleted once: by the next owner when it removed it, here
+    # when it had it no more (this gateway's removal was the one that counted)
+    assert events.deleted_ids == ([] if next_owner_had_it else ["m-1"])
 
 
 async def test_a_change_confirmed_after_the_partition_was_lost_and_taken_again_fails() -> None:
