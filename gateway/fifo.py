@@ -246,7 +246,34 @@ class FifoService:
         False: one forwarded here, never forwarded again), so a retry finds what the first
         try received wherever each try arrived. The home's receive itself takes messages
         from every partition, asking their owners as any receive does.
+
+        A home that let partition 0 go or could not be reached (`OwnerGone`) is passed over
+        once: the receive is made at the next home once it serves the partition, as the
+        client's own retry would be (the attempts the gone home remembered went with it, so
+        that receive takes messages anew; any the gone home had leased come back after
+        their visibility timeout).
         """
+        try:
+            return await self._receive_once(
+                record, attempt_id, max_messages, visibility_s, wait_s, forward
+            )
+        except OwnerGone as gone:
+            home = partition_keys(record)[0]
+            if not await self._messages.until_moved(record, home.partition, gone.owner):
+                raise
+            return await self._receive_once(
+                record, attempt_id, max_messages, visibility_s, wait_s, forward
+            )
+
+    async def _receive_once(
+        self,
+        record: QueueRecord,
+        attempt_id: str,
+        max_messages: int,
+        visibility_s: int,
+        wait_s: int,
+        forward: bool,
+    ) -> list[Received]:
         home = partition_keys(record)[0]
         if forward:
             await self._messages.until_served(record, [home])

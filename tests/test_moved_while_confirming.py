@@ -21,7 +21,7 @@ from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer
 from gateway.errors import OwnerGone, ServiceUnavailable
 from gateway.events import EventSink
 from gateway.fifo import FifoSent
-from gateway.forwarding import Forwarder
+from gateway.forwarding import Forwarder, Received
 from gateway.group_sync import GroupSync
 from gateway.messages import MessageService
 from gateway.ownership import GroupOwnership
@@ -85,6 +85,18 @@ class AnsweringForwarder(Forwarder):
     async def fifo_send(self, owner: Owner, topic: str, message: StoredMessage) -> FifoSent:
         self._answer("fifo_send", owner, message.message_id)
         return FifoSent(message.message_id, "1", duplicate=False)
+
+    async def receive_attempt(
+        self,
+        owner: Owner,
+        topic: str,
+        attempt_id: str,
+        wanted: int,
+        visibility_s: int,
+        wait_s: int,
+    ) -> list[Received]:
+        self._answer("receive_attempt", owner, attempt_id)
+        return []  # the queue is empty at every owner
 
 
 class CountedDeletes(EventSink):

@@ -251,3 +251,25 @@ async def test_a_fifo_send_refused_by_an_owner_gone_is_sent_by_the_next_owner() 
     sent = await asyncio.wait_for(sending, 5)
     assert sent.message_id == "m-1"
     assert forwarder.calls == [("fifo_send", GONE, "m-1"), ("fifo_send", NEXT, "m-1")]
+
+
+async def test_a_fifo_receive_with_an_attempt_id_refused_by_a_home_gone_is_made_at_the_next() -> (
+    None
+):
+    # Given a FIFO queue whose attempt home (the owner of partition 0) has let it go
+    forwarder = AnsweringForwarder({GONE: gone()})
+    messages, ownership, directory = await a_gateway_where_partition_0_is_named(
+        GONE, forwarder, FIFO
+    )
+
+    # When a receive with a ReceiveRequestAttemptId is refused there, and the next owner
+    # publishes itself
+    receiving = await still_waiting(messages.fifo.receive(FIFO, "attempt-1", 10, 30, 0))
+    await moves_to(directory, ownership, FIFO, 0, NEXT)
+
+    # Then the next home answered it (not ServiceUnavailable to the client)
+    assert await asyncio.wait_for(receiving, 5) == []
+    assert forwarder.calls == [
+        ("receive_attempt", GONE, "attempt-1"),
+        ("receive_attempt", NEXT, "attempt-1"),
+    ]
