@@ -53,6 +53,8 @@ SIZE = SIZES[os.environ.get("KQS_CRASH_SIZE", "reduced")]
 # A call that fails must fail within this: the producer's delivery timeout (15 s) plus
 # the long-poll wait and scheduling slack on a loaded machine.
 FAIL_WITHIN_S = 15 + RECEIVE_WAIT_S + 10
+# The longest a drain that still deletes messages may take (`Workload.drain`).
+DRAIN_CAP_S = 600
 # How long the queues must stay empty at the end: longer than a receive in flight takes.
 EMPTY_FOR_S = 2 * RECEIVE_WAIT_S + 2
 
@@ -121,15 +123,22 @@ def _assert_accounted(verdict: Verdict, connection_errors_expected: bool) -> Non
 def _drain_and_stop(workload: Workload, endpoint: str, urls: list[str]) -> Verdict:
     workload.stop_producing()
     # Deliveries left to time out, and leases taken just before a crash, come back after the
-    # visibility timeout: allow a few of those rounds.
-    workload.drain(timeout_s=6 * VISIBILITY_TIMEOUT_S)
+    # visibility timeout: the drain waits a few of those rounds for the next deletion.
+    took = workload.drain(stall_s=6 * VISIBILITY_TIMEOUT_S, cap_s=DRAIN_CAP_S)
     undeleted = workload.ledger.undeleted()
-    _report(f"acknowledged but not yet deleted after the drain: {len(undeleted)}")
+    _report(f"drain: {took:.0f} s; acknowledged but not yet deleted after it: {len(undeleted)}")
     for token in sorted(undeleted)[:10]:
         _report(f"  {workload.ledger.story(token)} (drain ended at {time.monotonic():.1f})")
     _wait_until_empty(endpoint, urls, timeout_s=6 * VISIBILITY_TIMEOUT_S)
     workload.stop()
-    return workload.ledger.verdict()
+    verdict = workload.ledger.verdict()
+    # What a failure needs to tell a message the queues no longer hold from one they hold
+    # but did not deliver.
+    _report(f"queues after the emptiness wait: {_left_behind(endpoint, urls) or 'all empty'}")
+    for token in verdict.lost[:10]:
+        sent = workload.ledger.attempted[token]
+        _report(f"  never delivered: {workload.ledger.story(token)}, sent to {sent.queue_url}")
+    return verdict
 
 
 def _finish(
