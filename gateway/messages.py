@@ -1071,7 +1071,21 @@ class MessageService:
         return self._counts_of(record, self.served(record))
 
     async def queue_counts(self, record: QueueRecord) -> Counts:
-        """The queue's exact counters over all its partitions, wherever they are served."""
+        """The queue's exact counters over all its partitions, wherever they are served.
+
+        A partition whose owner let it go or could not be reached while it was counted (a
+        rebalance: the directory names the old owner until the next one has restored it) is
+        counted once more where it went, after waiting for that (`until_moved`, as deletes
+        do), rather than failing the request."""
+        try:
+            return await self._queue_counts_once(record)
+        except OwnerGone as gone:
+            owners = self.owners(record, partition_keys(record))
+            for pk in owners.get(gone.owner, []) if gone.owner is not None else []:
+                await self.until_moved(record, pk.partition, gone.owner)
+            return await self._queue_counts_once(record)
+
+    async def _queue_counts_once(self, record: QueueRecord) -> Counts:
         total = self.counts(record)
         owners = self.owners(record, partition_keys(record))
         if owners and self._forwarder is not None:

@@ -31,7 +31,7 @@ from lease_store.clock import ManualClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
-from lease_store.store import LeaseStore
+from lease_store.store import Counts, LeaseStore, PartitionKey
 from topology.catalog import QueueRecord
 from topology.ingest import IngestConsumer
 from topology.owners import Owner, OwnersDirectory
@@ -85,6 +85,13 @@ class AnsweringForwarder(Forwarder):
     async def fifo_send(self, owner: Owner, topic: str, message: StoredMessage) -> FifoSent:
         self._answer("fifo_send", owner, message.message_id)
         return FifoSent(message.message_id, "1", duplicate=False)
+
+    async def counts(self, owners: dict[Owner, list[PartitionKey]], topic: str) -> Counts:
+        total = Counts()
+        for owner, pks in owners.items():
+            self._answer("counts", owner, ",".join(str(pk.partition) for pk in pks))
+            total = total + Counts(visible=1)  # each owner holds one visible message
+        return total
 
     async def receive_attempt(
         self,

@@ -273,3 +273,19 @@ async def test_a_fifo_receive_with_an_attempt_id_refused_by_a_home_gone_is_made_
         ("receive_attempt", GONE, "attempt-1"),
         ("receive_attempt", NEXT, "attempt-1"),
     ]
+
+
+async def test_counts_refused_by_an_owner_gone_are_taken_from_the_next_owner() -> None:
+    # Given a partition whose named owner has let it go (a rebalance)
+    forwarder = AnsweringForwarder({GONE: gone()})
+    messages, ownership, directory = await a_gateway_where_partition_0_is_named(GONE, forwarder)
+
+    # When the queue's counters are asked for (GetQueueAttributes), and the next owner
+    # publishes itself a moment later
+    counting = await still_waiting(messages.queue_counts(QUEUE))
+    await moves_to(directory, ownership, QUEUE, 0, NEXT)
+
+    # Then they are the next owner's, not ServiceUnavailable
+    counts = await asyncio.wait_for(counting, 5)
+    assert counts.visible == 1
+    assert forwarder.calls == [("counts", GONE, "0"), ("counts", NEXT, "0")]
