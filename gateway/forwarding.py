@@ -216,10 +216,9 @@ class Forwarder:
         if "error" in answer:
             error = decode_error(answer["error"])
             if isinstance(error, OwnerGone):
-                # The partition moved away from that owner while it made the change.
-                gone = OwnerGone(error.message, owner)
-                gone.removed = error.removed
-                raise gone
+                # The partition moved away from that owner while it made the change: the
+                # retry avoids that owner (the decoded error keeps `removed`).
+                error.owner = owner
             raise error
         if "lease_error" in answer:
             raise decode_lease_error(answer["lease_error"])

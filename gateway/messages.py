@@ -1081,8 +1081,11 @@ class MessageService:
             return await self._queue_counts_once(record)
         except OwnerGone as gone:
             owners = self.owners(record, partition_keys(record))
-            for pk in owners.get(gone.owner, []) if gone.owner is not None else []:
-                await self.until_moved(record, pk.partition, gone.owner)
+            moving = owners.get(gone.owner, []) if gone.owner is not None else []
+            # Waited for together, as deletes wait for their partitions: 15 s at most in all.
+            await asyncio.gather(
+                *(self.until_moved(record, pk.partition, gone.owner) for pk in moving)
+            )
             return await self._queue_counts_once(record)
 
     async def _queue_counts_once(self, record: QueueRecord) -> Counts:
