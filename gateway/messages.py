@@ -295,9 +295,14 @@ class MessageService:
                 started.append(self._start_send(record, message, bulk))
             except Exception as refused:  # noqa: BLE001 - fails this entry only
                 started.append(refused)
-        deliveries = [s[0] for s in started if not isinstance(s, Exception)]
-        if deliveries:
-            await asyncio.wait(deliveries)
+        for delivery in (s[0] for s in started if not isinstance(s, Exception)):
+            # Each awaited in turn, not through `asyncio.wait`: the reports of one batch come
+            # in one turn, so this resumes in the next, where `wait`'s own callbacks cost a
+            # turn more. Nothing else cancels a delivery's future: a cancelled one is this
+            # request's own cancellation, which goes on up.
+            if not delivery.done():
+                with contextlib.suppress(Exception):
+                    await delivery  # a failure is read below, with the others
         outcomes: list[Delivered | Exception] = []
         for entry in started:
             if isinstance(entry, Exception):

@@ -34,6 +34,8 @@ class Seen:
     requests: list[dict[str, object]] = field(default_factory=list)
     gone: list[LeanRequest] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    # (body, whether the handler ran in a Task): a send starts on the reading stack, in none.
+    in_task: list[tuple[str, bool]] = field(default_factory=list)
 
 
 async def _describe(request: web.Request) -> dict[str, object]:
@@ -57,7 +59,9 @@ async def served() -> AsyncIterator[tuple[int, Seen, InFlight, LeanFront]]:
     app = web.Application(client_max_size=MAX_BODY)
 
     async def sqs(request: web.Request) -> web.Response:
+        in_task = asyncio.current_task() is not None
         described = await _describe(request)
+        seen.in_task.append((str(described["body"]), in_task))
         seen.requests.append(described)
         if described["body"] == "slow":
             await seen.release.wait()
@@ -169,6 +173,41 @@ async def test_pipelined_requests_are_answered_in_order_on_one_connection(
     writer.write(b"".join(_post("/", f"body-{i}".encode()) for i in range(5)))
     bodies = [json.loads((await _read_answer(reader))[2])["body"] for _ in range(5)]
     assert bodies == [f"body-{i}" for i in range(5)]
+    writer.close()
+
+
+async def test_a_send_starts_on_the_reading_stack_and_other_requests_in_a_task(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    """A SendMessage(Batch), by JSON target or Query form, is answered from the turn that read
+    it (its record goes to Kafka before the loop's other work); the rest start as Tasks. A
+    send pipelined behind another request waits its turn, and the order holds."""
+    port, seen, _, _ = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    requests = [
+        _post("/", b"json-send", "X-Amz-Target: AmazonSQS.SendMessage"),
+        _post("/", b"json-batch", "X-Amz-Target: AmazonSQS.SendMessageBatch"),
+        _post("/", b"json-receive", "X-Amz-Target: AmazonSQS.ReceiveMessage"),
+        _post("/", b"Action=SendMessage&QueueUrl=q"),
+        _post("/", b"Action=SendMessageBatch&QueueUrl=q"),
+        _post("/", b"Action=ReceiveMessage&QueueUrl=q"),
+    ]
+    for request in requests:  # one at a time: each finds nothing being answered
+        writer.write(request)
+        await _read_answer(reader)
+    writer.write(b"".join(requests[2:4]))  # a receive, and a send pipelined behind it
+    bodies = [json.loads((await _read_answer(reader))[2])["body"] for _ in range(2)]
+    assert bodies == ["json-receive", "Action=SendMessage&QueueUrl=q"]
+    assert seen.in_task == [
+        ("json-send", False),
+        ("json-batch", False),
+        ("json-receive", True),
+        ("Action=SendMessage&QueueUrl=q", False),
+        ("Action=SendMessageBatch&QueueUrl=q", False),
+        ("Action=ReceiveMessage&QueueUrl=q", True),
+        ("json-receive", True),
+        ("Action=SendMessage&QueueUrl=q", True),  # answered by the receive's Task, in turn
+    ]
     writer.close()
 
 
