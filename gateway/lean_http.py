@@ -199,7 +199,7 @@ class LeanProtocol(asyncio.Protocol):
         if self._start_now:
             self._start_now = False
             if self._answering is None and self._queued:
-                self._answering = start_now(self._answer_queued())
+                start_now(self._answer_queued())  # which sets `_answering` itself
 
     # -- httptools callbacks ---------------------------------------------------------------
 
@@ -284,6 +284,9 @@ class LeanProtocol(asyncio.Protocol):
     # -- answering -------------------------------------------------------------------------
 
     async def _answer_queued(self) -> None:
+        # Its own Task, also when started by `start_now` (which has no result to assign
+        # before the first step, and the first step may be the last).
+        self._answering = asyncio.current_task()
         try:
             while self._queued and not self._closing:
                 request, keep_alive = self._queued.popleft()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import traceback
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -34,8 +35,8 @@ class Seen:
     requests: list[dict[str, object]] = field(default_factory=list)
     gone: list[LeanRequest] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
-    # (body, whether the handler ran in a Task): a send starts on the reading stack, in none.
-    in_task: list[tuple[str, bool]] = field(default_factory=list)
+    # (body, whether the handler started on the stack that read the request): sends do.
+    on_reading_stack: list[tuple[str, bool]] = field(default_factory=list)
 
 
 async def _describe(request: web.Request) -> dict[str, object]:
@@ -59,9 +60,9 @@ async def served() -> AsyncIterator[tuple[int, Seen, InFlight, LeanFront]]:
     app = web.Application(client_max_size=MAX_BODY)
 
     async def sqs(request: web.Request) -> web.Response:
-        in_task = asyncio.current_task() is not None
+        reading = any(frame.name == "data_received" for frame in traceback.extract_stack())
         described = await _describe(request)
-        seen.in_task.append((str(described["body"]), in_task))
+        seen.on_reading_stack.append((str(described["body"]), reading))
         seen.requests.append(described)
         if described["body"] == "slow":
             await seen.release.wait()
@@ -176,12 +177,13 @@ async def test_pipelined_requests_are_answered_in_order_on_one_connection(
     writer.close()
 
 
-async def test_a_send_starts_on_the_reading_stack_and_other_requests_in_a_task(
+async def test_a_send_starts_on_the_reading_stack_and_other_requests_a_turn_later(
     served: tuple[int, Seen, InFlight, LeanFront],
 ) -> None:
-    """A SendMessage(Batch), by JSON target or Query form, is answered from the turn that read
-    it (its record goes to Kafka before the loop's other work); the rest start as Tasks. A
-    send pipelined behind another request waits its turn, and the order holds."""
+    """A SendMessage(Batch), by JSON target or Query form, starts inside the `data_received`
+    that read it (its record goes to Kafka before the loop's other work); the rest start on
+    the loop's next turn. A send pipelined behind another request waits its turn, and the
+    order holds."""
     port, seen, _, _ = served
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     requests = [
@@ -198,15 +200,15 @@ async def test_a_send_starts_on_the_reading_stack_and_other_requests_in_a_task(
     writer.write(b"".join(requests[2:4]))  # a receive, and a send pipelined behind it
     bodies = [json.loads((await _read_answer(reader))[2])["body"] for _ in range(2)]
     assert bodies == ["json-receive", "Action=SendMessage&QueueUrl=q"]
-    assert seen.in_task == [
-        ("json-send", False),
-        ("json-batch", False),
-        ("json-receive", True),
-        ("Action=SendMessage&QueueUrl=q", False),
-        ("Action=SendMessageBatch&QueueUrl=q", False),
-        ("Action=ReceiveMessage&QueueUrl=q", True),
-        ("json-receive", True),
-        ("Action=SendMessage&QueueUrl=q", True),  # answered by the receive's Task, in turn
+    assert seen.on_reading_stack == [
+        ("json-send", True),
+        ("json-batch", True),
+        ("json-receive", False),
+        ("Action=SendMessage&QueueUrl=q", True),
+        ("Action=SendMessageBatch&QueueUrl=q", True),
+        ("Action=ReceiveMessage&QueueUrl=q", False),
+        ("json-receive", False),
+        ("Action=SendMessage&QueueUrl=q", False),  # answered after the receive, in turn
     ]
     writer.close()
 
