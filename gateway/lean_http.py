@@ -163,7 +163,6 @@ class LeanProtocol(asyncio.Protocol):
         # Whole requests waiting for their turn, and the task answering them.
         self._queued: deque[tuple[LeanRequest, bool]] = deque()
         self._answering: asyncio.Task[None] | None = None
-        self._start_now = False  # a send arrived with nothing being answered: see `_enqueue`
         self._closing = False
 
     # -- asyncio ---------------------------------------------------------------------------
@@ -196,10 +195,8 @@ class LeanProtocol(asyncio.Protocol):
             self._refuse()
         except httptools.HttpParserError:
             self._refuse()
-        if self._start_now:
-            self._start_now = False
-            if self._answering is None and self._queued:
-                start_now(self._answer_queued())  # which sets `_answering` itself
+        if self._answering is None and self._queued:
+            self._start_answering()
 
     # -- httptools callbacks ---------------------------------------------------------------
 
@@ -270,16 +267,19 @@ class LeanProtocol(asyncio.Protocol):
     def _enqueue(self, request: LeanRequest, keep_alive: bool) -> None:
         self._begun = False
         self._queued.append((request, keep_alive))
-        if self._answering is None and _is_send(request):
-            # A send's answer waits for Kafka: started now (after the parser returns), its
-            # record is on its way before the loop's other work of this turn, instead of a
-            # turn later. Other requests start as Tasks: answering empty receives sooner
-            # only makes short-polling consumers poll more (PROFILE.md, session 22).
-            self._start_now = True
-        elif self._answering is None and not self._start_now:
-            self._answering = asyncio.get_running_loop().create_task(self._answer_queued())
-        elif len(self._queued) >= _QUEUED_LIMIT and self._transport is not None:
+        # Answering starts once the parser returns (`data_received`), from the first request.
+        if len(self._queued) >= _QUEUED_LIMIT and self._transport is not None:
             self._transport.pause_reading()
+
+    def _start_answering(self) -> None:
+        if _is_send(self._queued[0][0]):
+            # A send's answer waits for Kafka: started now, its record is on its way before
+            # the loop's other work of this turn, instead of a turn later. Other requests
+            # start as Tasks: answering empty receives sooner only makes short-polling
+            # consumers poll more (PROFILE.md, session 22).
+            start_now(self._answer_queued())  # which sets `_answering` itself
+        else:
+            self._answering = asyncio.get_running_loop().create_task(self._answer_queued())
 
     # -- answering -------------------------------------------------------------------------
 
