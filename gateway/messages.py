@@ -834,11 +834,12 @@ class MessageService:
             return outcomes, removed_by
         try:
             await self.group_sync.durable()
-        except BaseException:
-            # Removed here even if the sync failed (and a retry will find them gone): the
-            # messages are no longer in the queue, so each counts as deleted once, now.
-            self._count_deleted(record, removed_ids, self._moved(record, spells))
-            raise
+        except BaseException as error:
+            if not self._failed_by_move(record, spells, error):
+                # Removed here even if the sync failed (and a retry will find them gone):
+                # the messages are no longer in the queue, so each counts as deleted once.
+                self._count_deleted(record, removed_ids, self._moved(record, spells))
+                raise
         moved = self._fail_if_moved(record, spells, [(i, pk) for i, pk, _ in local], outcomes)
         self._count_deleted(record, removed_ids, moved)
         if removed_ids and fifo:
@@ -937,7 +938,11 @@ class MessageService:
         spells = self._spells(record, {pk for _, pk in local})
         await self._settle_forwarded(forwarded, outcomes)
         if local:
-            await self.group_sync.durable()
+            try:
+                await self.group_sync.durable()
+            except BaseException as error:
+                if not self._failed_by_move(record, spells, error):
+                    raise
             self._fail_if_moved(record, spells, local, outcomes)
             # The earliest moment something becomes visible may have moved: let waiters
             # re-plan.
@@ -961,6 +966,28 @@ class MessageService:
             for pk, spell in spells.items()
             if self.ownership.serving_since(record.topic, pk.partition) != spell
         }
+
+    def _failed_by_move(
+        self, record: QueueRecord, spells: dict[PartitionKey, int | None], error: BaseException
+    ) -> bool:
+        """Whether a change's failed confirmation is its partitions' move: every partition it
+        changed here stopped being served here meanwhile.
+
+        A gateway that finds its partitions lost drops the changelog records Kafka has not
+        taken yet (`GroupOwnership._let_go`), which fails the confirmations waiting for them;
+        the next owner restored the partitions without those changes. That is a move, not
+        an outage: the entries are tried again at the next owner (`_fail_if_moved`), instead
+        of the client being told Kafka is unavailable (measured: a gateway stopped past its
+        session and woken with a delete in its socket, `test_e2e_ownership.py`)."""
+        if not isinstance(error, Exception) or not spells:
+            return False  # cancelled, or one gateway: nothing moves
+        if self._moved(record, spells) != spells.keys():
+            return False
+        log.warning(
+            "a change's confirmation failed as its partitions moved: tried at the next owner",
+            extra={"queue": record.key, "error": str(error)},
+        )
+        return True
 
     def _fail_if_moved(
         self,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import socket
 import threading
 import time
@@ -708,3 +710,97 @@ def test_deletes_and_visibility_changes_during_a_hand_over_wait_for_the_next_own
     finally:
         leaver.join(BOUND_S)
         gateways[leaving].start()
+
+
+PAUSED_VISIBILITY_S = 20
+
+
+def test_a_delete_reaching_an_owner_paused_past_its_session_is_not_undone_by_the_next_owner(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: messages received through the gateway serving some of the queue's partitions
+    # (P), in flight for PAUSED_VISIBILITY_S, their leases in the changelog (what the next
+    # owner restores)
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    name = f"paused-{uuid.uuid4().hex[:12]}"
+    url = clients[0].create_queue(QueueName=name)["QueueUrl"]
+    topic = topic_of(kafka_bootstrap, name)
+    paused, other, paused_partitions = serving_and_other(gateways, kafka_bootstrap, topic)
+    bodies = {f"paused-{i}" for i in range(8)}
+    for body in sorted(bodies):
+        clients[paused].send_message(QueueUrl=url, MessageBody=body)
+    handles: dict[str, str] = {}
+    while len(handles) < len(bodies):
+        answer = clients[paused].receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=PAUSED_VISIBILITY_S
+        )
+        handles.update((m["Body"], m["ReceiptHandle"]) for m in answer.get("Messages", []))
+    received_at = time.monotonic()
+    doomed = next(b for b, h in sorted(handles.items()) if partition_of(h) in paused_partitions)
+    eventually(
+        lambda: (
+            True
+            if all(
+                coordinates_of(h) in changelog_of(kafka_bootstrap, topic) for h in handles.values()
+            )
+            else None
+        ),
+        "the receives' leases in the changelog",
+    )
+    pid = gateways[paused].pid
+    assert pid is not None
+    # When: P stops (SIGSTOP) until the other gateway (O) serves every partition, as after a
+    # long garbage-collection pause or a stalled host ...
+    os.kill(pid, signal.SIGSTOP)
+    answers: list[Any] = []
+    try:
+        eventually(
+            lambda: (
+                True
+                if {o.gateway for o in owners_of(kafka_bootstrap, topic).values()}
+                == {gateway_id(gateways[other])}
+                else None
+            ),
+            "the other gateway serving every partition",
+        )
+        # ... and a delete of a message on P's partitions reaches P, still stopped: it waits in
+        # P's socket and is the first thing P reads when it runs again (SIGCONT)
+        deleter = client_for(protocol, gateways[paused].endpoint, config=NO_RETRIES)
+
+        def delete() -> None:
+            try:
+                answers.append(deleter.delete_message(QueueUrl=url, ReceiptHandle=handles[doomed]))
+            except ClientError as error:
+                answers.append(error.response["Error"]["Code"])
+
+        thread = threading.Thread(target=delete)
+        thread.start()
+        eventually(lambda: True if request_waiting(gateways[paused]) else None, "the delete sent")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    thread.join(BOUND_S)
+
+    # Then: the delete is made (by P if it answered before learning its session had
+    # expired, else at the next owner: a delete P made whose changelog record it dropped
+    # with the lost partitions is tried again there, not refused as Kafka being unavailable)
+    assert answers and not isinstance(answers[0], str), answers
+    # ... and the next owner does not undo it: once the leases ran out, the other seven
+    # come back, this one not
+    time.sleep(max(0.0, received_at + PAUSED_VISIBILITY_S + 1 - time.monotonic()))
+    got = receive_all(clients, url, len(bodies) - 1)
+    eventually(
+        lambda: True if counts(clients[other], url) == (0, len(got)) else None,
+        "the returned messages counted",
+    )
+    assert sorted(got) == sorted(bodies - {doomed})
+    assert counts(clients[other], url) == (0, len(bodies) - 1)
+
+
+def request_waiting(process: GatewayProcess) -> bool:
+    """Whether bytes wait unread on a connection to the gateway's port (a stopped process's
+    kernel still accepts connections and buffers what clients send)."""
+    port = f":{process.port:04X}"
+    with open("/proc/net/tcp") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    # columns: sl, local address, remote address, state, tx_queue:rx_queue (hex), ...
+    return any(row[1].endswith(port) and int(row[4].split(":")[1], 16) > 0 for row in rows)

@@ -16,6 +16,7 @@ import concurrent.futures
 from collections.abc import Sequence
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
 from gateway.errors import OwnerGone, ServiceUnavailable
@@ -332,3 +333,80 @@ async def test_a_change_confirmed_after_the_partition_came_back_is_made_again_he
     # Then it is made again in the spell now serving the partition, and answered as done
     await asyncio.wait_for(changing, 5)
     assert messages.counts(QUEUE).in_flight == 1
+
+
+def dropped_record() -> KafkaException:
+    """What a confirmation fails with when the changelog record it waits for is dropped
+    (`FollowerProducer.drop_unsent`: librdkafka's purge)."""
+    return KafkaException(KafkaError(KafkaError._PURGE_QUEUE))
+
+
+async def test_a_delete_whose_record_was_dropped_with_the_lost_partition_goes_to_its_next_owner() -> (
+    None
+):
+    # Given a message in flight on a partition served here, and a gateway that can take
+    # deletes
+    forwarder = AnsweringForwarder()
+    directory = RememberingDirectory()
+    events = CountedDeletes()
+    messages, ownership = await gateway_serving_the_queue(
+        directory, forwarder=forwarder, events=events
+    )
+    handle = await one_in_flight(messages)
+
+    # When a client's delete waits for its confirmation and the partition is lost (a gateway
+    # woken after its session expired): its changelog record is dropped, which fails the
+    # confirmation; the next owner publishes itself later
+    confirmation = confirmations_held(messages)
+    deleting = asyncio.create_task(messages.delete(QUEUE, handle))
+    await lose(ownership)
+    confirmation.set_exception(dropped_record())
+    await asyncio.sleep(0.1)
+    waited = not deleting.done()
+    await directory.publish(QUEUE.topic, 0, NEXT)
+    ownership.directory_changed()
+
+    # Then the delete waited for the next owner and was made there, not refused as Kafka
+    # being unavailable; it counts once, by the next owner, which had the message
+    await asyncio.wait_for(deleting, 5)
+    assert waited
+    assert forwarder.calls == [("delete", NEXT, handle)]
+    assert events.deleted_ids == []
+
+
+async def test_a_visibility_change_whose_record_was_dropped_with_the_lost_partition_goes_to_its_next_owner() -> (
+    None
+):
+    forwarder = AnsweringForwarder()
+    directory = RememberingDirectory()
+    messages, ownership = await gateway_serving_the_queue(directory, forwarder=forwarder)
+    handle = await one_in_flight(messages)
+
+    confirmation = confirmations_held(messages)
+    changing = asyncio.create_task(messages.change_visibility(QUEUE, handle, 60))
+    await lose(ownership)
+    confirmation.set_exception(dropped_record())
+    await asyncio.sleep(0.1)
+    await directory.publish(QUEUE.topic, 0, NEXT)
+    ownership.directory_changed()
+
+    await asyncio.wait_for(changing, 5)
+    assert forwarder.calls == [("change_visibility", NEXT, handle)]
+
+
+async def test_a_delete_whose_confirmation_fails_while_the_partition_is_served_fails() -> None:
+    # Given a message in flight on a partition served here
+    events = CountedDeletes()
+    messages, _ = await gateway_serving_the_queue(events=events)
+    handle = await one_in_flight(messages)
+
+    # When the changelog does not acknowledge the delete's record, the partition still here
+    confirmation = confirmations_held(messages)
+    deleting = asyncio.create_task(messages.delete(QUEUE, handle))
+    await asyncio.sleep(0.01)
+    confirmation.set_exception(dropped_record())
+
+    # Then the client hears of the failure (and retries); the removal, made here, counts once
+    with pytest.raises(KafkaException):
+        await deleting
+    assert events.deleted_ids == ["m-1"]
