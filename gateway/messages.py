@@ -796,6 +796,8 @@ class MessageService:
         """One try of `delete_many` (`forward` False: a request forwarded here): each
         entry's outcome, and the entries whose message this try removed (here, or at the
         owner it was forwarded to)."""
+        if not self._everything_here:
+            await self.ownership.settled()
         if forward and not self._everything_here:  # a forwarded request: the sender waited
             await self.until_served(record, self._partitions_named(record, receipt_handles))
         outcomes: list[Exception | None] = [None] * len(receipt_handles)
@@ -840,6 +842,8 @@ class MessageService:
                 # the messages are no longer in the queue, so each counts as deleted once.
                 self._count_deleted(record, removed_ids, self._moved(record, spells))
                 raise
+        if not self._everything_here:
+            await self.ownership.settled()
         moved = self._fail_if_moved(record, spells, [(i, pk) for i, pk, _ in local], outcomes)
         self._count_deleted(record, removed_ids, moved)
         if removed_ids and fifo:
@@ -903,6 +907,8 @@ class MessageService:
     async def _change_visibility_once(
         self, record: QueueRecord, changes: Sequence[tuple[str, int]], forward: bool
     ) -> list[Exception | None]:
+        if not self._everything_here:
+            await self.ownership.settled()
         if forward and not self._everything_here:  # a forwarded request: the sender waited
             handles = [receipt_handle for receipt_handle, _ in changes]
             await self.until_served(record, self._partitions_named(record, handles))
@@ -943,6 +949,7 @@ class MessageService:
             except BaseException as error:
                 if not self._failed_by_move(record, spells, error):
                     raise
+            await self.ownership.settled()
             self._fail_if_moved(record, spells, local, outcomes)
             # The earliest moment something becomes visible may have moved: let waiters
             # re-plan.

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from gateway.lease_recovery import rebuild_targets
+from gateway.pause_watch import PauseWatch
 from gateway.queues import QueueRegistry, partition_keys
 from lease_store.clock import Clock
 from lease_store.store import LeaseStore
@@ -67,6 +68,9 @@ class EveryPartition:
     ) -> bool:
         return True
 
+    async def settled(self) -> None:
+        return None  # nobody else can take a partition
+
 
 class GroupOwnership:
     def __init__(
@@ -79,6 +83,7 @@ class GroupOwnership:
         bootstrap: str,
         clock: Clock,
         on_served: Callable[[QueueRecord], None],
+        pause_watch: PauseWatch | None = None,
     ) -> None:
         """`on_served`: told when partitions of a queue start being served here (to wake
         the long polls parked on it)."""
@@ -90,6 +95,7 @@ class GroupOwnership:
         self._bootstrap = bootstrap
         self._clock = clock
         self._on_served = on_served
+        self._pause_watch = pause_watch or PauseWatch()
         # Each partition served here, by the number of the spell serving it (`serving_since`).
         self._serving: dict[tuple[str, int], int] = {}
         self._spells = 0
@@ -119,6 +125,7 @@ class GroupOwnership:
     def start(self, ingest: IngestConsumer, loop: asyncio.AbstractEventLoop) -> None:
         self._ingest = ingest
         self._loop = loop
+        self._pause_watch.start(loop)
 
     # -- what MessageService asks ----------------------------------------------------------
 
@@ -130,6 +137,11 @@ class GroupOwnership:
         made in one spell and confirmed in another, or after it, must not be answered as
         done, since the partition's next owner may have restored it without that change."""
         return self._serving.get((topic, partition))
+
+    async def settled(self) -> None:
+        """Before a change acts and before it answers: if this gateway stood still long
+        enough to have lost its partitions, wait for the group's word (`PauseWatch`)."""
+        await self._pause_watch.settled()
 
     @property
     def ready(self) -> bool:
@@ -442,6 +454,7 @@ class GroupOwnership:
 
     async def release_all(self) -> None:
         """At shutdown, before the ingest consumer leaves the group."""
+        self._pause_watch.stop()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

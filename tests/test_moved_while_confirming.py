@@ -26,6 +26,7 @@ from gateway.forwarding import Forwarder, Received
 from gateway.group_sync import GroupSync
 from gateway.messages import MessageService
 from gateway.ownership import GroupOwnership
+from gateway.pause_watch import PauseWatch
 from gateway.queues import QueueRegistry
 from gateway.waiters import QueueSignals
 from lease_store.clock import ManualClock
@@ -146,6 +147,7 @@ def ownership_on_the_loop(
     leases: LeaseStore,
     clock: ManualClock,
     log: Log,
+    pause_watch: PauseWatch | None = None,
 ) -> GroupOwnership:
     """This gateway's `GroupOwnership`, started on the running loop, Kafka's clients stand-ins."""
     ownership = GroupOwnership(
@@ -157,6 +159,7 @@ def ownership_on_the_loop(
         "unused",
         clock,
         on_served=lambda record: None,
+        pause_watch=pause_watch,
     )
     ownership.start(AssignmentsOnly(), asyncio.get_running_loop())
     return ownership
@@ -170,6 +173,7 @@ async def gateway_serving_the_queue(
     clock: ManualClock | None = None,
     also: Sequence[QueueRecord] = (),
     events: EventSink | None = None,
+    pause_watch: PauseWatch | None = None,
 ) -> tuple[MessageService, GroupOwnership]:
     """`served`: partition 0 of `queue` is served here; `forwarder`: the channel to the
     other gateways (none: nothing can be forwarded); `also`: other queues that exist."""
@@ -180,7 +184,7 @@ async def gateway_serving_the_queue(
     for offset, other in enumerate(also, start=1):
         registry.apply(other, offset)
     ownership = ownership_on_the_loop(
-        registry, directory or RememberingDirectory(), leases, clock, log
+        registry, directory or RememberingDirectory(), leases, clock, log, pause_watch
     )
     messages = MessageService(
         clock,
@@ -410,3 +414,104 @@ async def test_a_delete_whose_confirmation_fails_while_the_partition_is_served_f
     with pytest.raises(KafkaException):
         await deleting
     assert events.deleted_ids == ["m-1"]
+
+
+class StoodStill:
+    """The monotonic clock of a `PauseWatch` that only moves when the test stops the
+    gateway (the event loop's own timers run in real time meanwhile)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def next_owner_publishes(ownership: GroupOwnership, directory: OwnersDirectory) -> None:
+    await directory.publish(QUEUE.topic, 0, NEXT)
+    ownership.directory_changed()
+
+
+async def test_a_delete_read_on_waking_from_a_stall_waits_for_the_loss_and_goes_to_the_next_owner() -> (
+    None
+):
+    # Given a message in flight on a partition served here, and a gateway that can take
+    # deletes
+    clock = StoodStill()
+    forwarder = AnsweringForwarder()
+    directory = RememberingDirectory()
+    messages, ownership = await gateway_serving_the_queue(
+        directory, forwarder=forwarder, pause_watch=PauseWatch(clock, settle_s=0.3)
+    )
+    handle = await one_in_flight(messages)
+    confirmation = confirmations_held(messages)
+    confirmation.set_result(None)  # Kafka would take the delete's changelog record at once
+
+    # When the gateway stood still past its session (the group gave its partition to
+    # another), and on waking reads a delete from its socket before the loss reaches it
+    clock.now += 7.0
+    deleting = asyncio.create_task(messages.delete(QUEUE, handle))
+    await asyncio.sleep(0.05)
+    await lose(ownership)
+    await next_owner_publishes(ownership, directory)
+
+    # Then the delete is made at the next owner, not here (where it would be answered as
+    # done, and undone by the next owner, which restored the partition without it)
+    await asyncio.wait_for(deleting, 5)
+    assert forwarder.calls == [("delete", NEXT, handle)]
+    assert messages.counts(QUEUE).in_flight == 0  # nothing served here
+
+
+async def test_a_delete_confirmed_on_waking_from_a_stall_waits_for_the_loss_and_goes_to_the_next_owner() -> (
+    None
+):
+    # Given a message in flight on a partition served here
+    clock = StoodStill()
+    forwarder = AnsweringForwarder()
+    directory = RememberingDirectory()
+    events = CountedDeletes()
+    messages, ownership = await gateway_serving_the_queue(
+        directory, forwarder=forwarder, events=events, pause_watch=PauseWatch(clock, settle_s=0.3)
+    )
+    handle = await one_in_flight(messages)
+
+    # When a delete made here waits for its confirmation, the gateway stands still past its
+    # session, and on waking the confirmation comes before the loss
+    confirmation = confirmations_held(messages)
+    deleting = asyncio.create_task(messages.delete(QUEUE, handle))
+    await asyncio.sleep(0.01)
+    clock.now += 7.0
+    confirmation.set_result(None)
+    await asyncio.sleep(0.05)
+    assert not deleting.done()
+    await lose(ownership)
+    await next_owner_publishes(ownership, directory)
+
+    # Then it is not answered as done here: it is made again at the next owner, which
+    # counts it
+    await asyncio.wait_for(deleting, 5)
+    assert forwarder.calls == [("delete", NEXT, handle)]
+    assert events.deleted_ids == []
+
+
+async def test_a_change_after_a_stall_the_group_did_not_act_on_is_made_here_after_the_wait() -> (
+    None
+):
+    # Given a message in flight on a partition served here
+    clock = StoodStill()
+    forwarder = AnsweringForwarder()
+    messages, _ = await gateway_serving_the_queue(
+        forwarder=forwarder, pause_watch=PauseWatch(clock, settle_s=0.3)
+    )
+    handle = await one_in_flight(messages)
+
+    # When the gateway stood still, but no loss follows (the group kept its partitions)
+    clock.now += 4.0
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await messages.change_visibility(QUEUE, handle, 0)
+
+    # Then the change waited the settle time, then was made here
+    assert loop.time() - began >= 0.25
+    assert forwarder.calls == []
+    assert messages.counts(QUEUE).visible == 1
