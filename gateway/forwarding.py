@@ -40,6 +40,13 @@ SIGNATURE_HEADER = "X-Kqs-Signature"
 # Every call but a wait: the owner answers from its lease store (a send to a dead-letter
 # queue at most, bounded by the producer's 15 s delivery timeout).
 CALL_TIMEOUT_S = 20.0
+# A receive forwarded to the owner of other partitions: an owner that does not answer in
+# this time (stopped, or hanging) gives nothing, as a partition nobody serves, instead of
+# holding every receive that reached another gateway for CALL_TIMEOUT_S (measured with the
+# owner SIGSTOPped: 20 s). An owner answers from memory and one RocksDB write; one that
+# answers later has leased messages nobody got, which come back after their visibility
+# timeout, as at-least-once allows.
+RECEIVE_CALL_TIMEOUT_S = 5.0
 
 
 def signature(secret: bytes, operation: str, body: bytes) -> str:
@@ -250,6 +257,7 @@ class Forwarder:
                         "max": wanted - len(received),
                         "visibility_ms": visibility_ms,
                     },
+                    timeout_s=RECEIVE_CALL_TIMEOUT_S,
                 )
             except ServiceUnavailable:
                 # Moving to another gateway, or its gateway is gone: nothing is receivable

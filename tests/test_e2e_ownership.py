@@ -25,6 +25,7 @@ import pytest
 from botocore.exceptions import ClientError
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from gateway.forwarding import RECEIVE_CALL_TIMEOUT_S
 from lease_store.handles import ReceiptHandleCodec
 from tests.harness import ACCOUNT_ID, NO_RETRIES, GatewayProcess, client_for, gateway_pair
 from tests.harness import eventually as harness_eventually
@@ -754,6 +755,15 @@ def test_a_delete_reaching_an_owner_paused_past_its_session_is_not_undone_by_the
     os.kill(pid, signal.SIGSTOP)
     answers: list[Any] = []
     try:
+        # ... a receive through O meanwhile (O serves none of the messages: it asks P, which
+        # does not answer) is answered without them once the forwarded call gives up on P,
+        # not after the internal channel's 20 s
+        began = time.monotonic()
+        answer = client_for(protocol, gateways[other].endpoint, config=NO_RETRIES).receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10
+        )
+        assert answer.get("Messages", []) == []
+        assert time.monotonic() - began < RECEIVE_CALL_TIMEOUT_S + 3
         eventually(
             lambda: (
                 True
