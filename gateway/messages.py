@@ -545,6 +545,10 @@ class MessageService:
         visibility_ms: int,
         now_ms: int,
     ) -> tuple[list[Received], int]:
+        if not self._everything_here:
+            # Woken from a stall, leases taken on partitions the group gave away would reach
+            # the changelog after their next owner's own records (`PauseWatch`).
+            await self.ownership.settled()
         redrive = redrive_target(record)
         dlq = self._registry.by_arn(redrive[0]) if redrive else None
         if dlq is not None and not redrive_allows(dlq, self.queue_arn_of(record)):

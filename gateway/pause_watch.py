@@ -10,7 +10,8 @@ Kafka acknowledged before the loss dropped it (`FollowerProducer.drop_unsent`) w
 answered as done, and undone by the next owner, which restored the partition without it.
 
 So the event loop ticks, and a change (`MessageService`'s deletes and visibility changes)
-asks `settled` before it acts and again before it answers: if the loop stood still for
+asks `settled` before it acts and again before it answers (a receive, before it leases:
+a lease taken on a lost partition would reach the changelog after its next owner's records): if the loop stood still for
 `stall_s` since the last tick (noticed then, or less than `settle_s` before), it waits until
 `settle_s` after the stall was noticed, enough for the loss to arrive; the change then finds
 its partition served elsewhere, or moved while it was confirmed

@@ -713,7 +713,7 @@ def test_deletes_and_visibility_changes_during_a_hand_over_wait_for_the_next_own
         gateways[leaving].start()
 
 
-PAUSED_VISIBILITY_S = 20
+PAUSED_VISIBILITY_S = 12
 
 
 def test_a_delete_reaching_an_owner_paused_past_its_session_is_not_undone_by_the_next_owner(

@@ -515,3 +515,25 @@ async def test_a_change_after_a_stall_the_group_did_not_act_on_is_made_here_afte
     assert loop.time() - began >= 0.25
     assert forwarder.calls == []
     assert messages.counts(QUEUE).visible == 1
+
+
+async def test_a_receive_read_on_waking_from_a_stall_takes_nothing_from_the_lost_partition() -> (
+    None
+):
+    # Given a visible message on a partition served here
+    clock = StoodStill()
+    messages, ownership = await gateway_serving_the_queue(
+        pause_watch=PauseWatch(clock, settle_s=0.3)
+    )
+    await messages.send(QUEUE, StoredMessage("m-1", b"body", sent_ms=T0))
+
+    # When the gateway stood still past its session and, on waking, reads a receive from its
+    # socket before the loss of the partition reaches it
+    clock.now += 7.0
+    receiving = asyncio.create_task(messages.receive(QUEUE, 1, 30, 0))
+    await asyncio.sleep(0.05)
+    await lose(ownership)
+
+    # Then it leases nothing there: the next owner serves that message (a lease taken here
+    # would reach the changelog after that owner's own records)
+    assert await asyncio.wait_for(receiving, 5) == []
