@@ -65,7 +65,7 @@ from topology.catalog import QueueRecord
 from topology.changelog import Confirmation, LeaseChangelog
 from topology.ingest import Batch
 from topology.owners import Owner
-from topology.producer import AsyncProducer, Delivered
+from topology.producer import AsyncProducer, Delivered, ProduceFailed
 from topology.record_format import to_headers
 
 log = logging.getLogger("kqs.messages")
@@ -985,13 +985,17 @@ class MessageService:
         changed here stopped being served here meanwhile.
 
         A gateway that finds its partitions lost drops the changelog records Kafka has not
-        taken yet (`GroupOwnership._let_go`), which fails the confirmations waiting for them;
+        taken yet (`GroupOwnership._let_go`), which fails the confirmations waiting for them
+        (`ProduceFailed.dropped`);
         the next owner restored the partitions without those changes. That is a move, not
         an outage: the entries are tried again at the next owner (`_fail_if_moved`), instead
         of the client being told Kafka is unavailable (measured: a gateway stopped past its
         session and woken with a delete in its socket, `test_e2e_ownership.py`)."""
-        if not isinstance(error, Exception) or not spells:
-            return False  # cancelled, or one gateway: nothing moves
+        if not (isinstance(error, ProduceFailed) and error.dropped) or not spells:
+            # Another failure (a delivery timeout: the broker away) is not the move's, and
+            # is answered as it is: waiting for the next owner on top of it would hold the
+            # client past its delivery timeout twice over.
+            return False
         if self._moved(record, spells) != spells.keys():
             return False
         log.warning(

@@ -16,7 +16,7 @@ import concurrent.futures
 from collections.abc import Sequence
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 
 from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
 from gateway.errors import OwnerGone, ServiceUnavailable
@@ -37,6 +37,7 @@ from lease_store.store import Counts, LeaseStore, PartitionKey
 from topology.catalog import QueueRecord
 from topology.ingest import IngestConsumer
 from topology.owners import Owner, OwnersDirectory
+from topology.producer import ProduceFailed
 
 ME = Owner("gateway-here", "http://127.0.0.1:1")
 NEXT = Owner("gateway-next", "http://127.0.0.1:2")
@@ -339,10 +340,10 @@ async def test_a_change_confirmed_after_the_partition_came_back_is_made_again_he
     assert messages.counts(QUEUE).in_flight == 1
 
 
-def dropped_record() -> KafkaException:
+def dropped_record() -> ProduceFailed:
     """What a confirmation fails with when the changelog record it waits for is dropped
     (`FollowerProducer.drop_unsent`: librdkafka's purge)."""
-    return KafkaException(KafkaError(KafkaError._PURGE_QUEUE))
+    return ProduceFailed(KafkaError(KafkaError._PURGE_QUEUE))
 
 
 async def test_a_delete_whose_record_was_dropped_with_the_lost_partition_goes_to_its_next_owner() -> (
@@ -411,9 +412,30 @@ async def test_a_delete_whose_confirmation_fails_while_the_partition_is_served_f
     confirmation.set_exception(dropped_record())
 
     # Then the client hears of the failure (and retries); the removal, made here, counts once
-    with pytest.raises(KafkaException):
+    with pytest.raises(ProduceFailed):
         await deleting
     assert events.deleted_ids == ["m-1"]
+
+
+async def test_a_delete_whose_record_timed_out_is_answered_so_even_if_the_partition_moved() -> None:
+    # Given a message in flight on a partition served here, and a gateway that can take
+    # deletes
+    forwarder = AnsweringForwarder()
+    messages, ownership = await gateway_serving_the_queue(forwarder=forwarder)
+    handle = await one_in_flight(messages)
+
+    # When the delete's record is not acknowledged in the delivery timeout (the broker away)
+    # and the partition was lost meanwhile
+    confirmation = confirmations_held(messages)
+    deleting = asyncio.create_task(messages.delete(QUEUE, handle))
+    await lose(ownership)
+    confirmation.set_exception(ProduceFailed(KafkaError(KafkaError._MSG_TIMED_OUT)))
+
+    # Then the client hears of that failure at once (it retries), rather than after a wait
+    # for the next owner on top of the delivery timeout
+    with pytest.raises(ProduceFailed):
+        await asyncio.wait_for(deleting, 1)
+    assert forwarder.calls == []
 
 
 class StoodStill:

@@ -63,6 +63,8 @@ class ProduceFailed(Exception):
     def __init__(self, error: KafkaError) -> None:
         super().__init__(str(error))
         self.retriable = bool(error.retriable()) or error.code() == KafkaError._MSG_TIMED_OUT
+        # Taken out of librdkafka's queue unsent (`FollowerProducer.drop_unsent`), not refused.
+        self.dropped = error.code() == KafkaError._PURGE_QUEUE
 
 
 @value_class
