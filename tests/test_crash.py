@@ -7,8 +7,10 @@ CI runs a reduced size; `KQS_CRASH_SIZE=full` runs the size the durability issue
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import signal
 import statistics
 import time
 import uuid
@@ -325,6 +327,61 @@ def test_partition_hand_over_cycles(kafka_bootstrap: str, tmp_path: Path, leavin
             workload.stop()
         visitor.stop()
         for gateway in serving:
+            gateway.stop()
+
+
+# Longer than the ingest group's session (6 s): the others take the stopped gateway's
+# partitions and restore them while it sleeps.
+STOPPED_FOR_S = 8.0
+
+
+@pytest.mark.slow
+def test_stopped_gateway_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """Scale-out: three gateways share the queues' partitions and all carry the load; one is
+    stopped (SIGSTOP) past its session, so the group gives its partitions to the others, and
+    woken (SIGCONT) with client and forwarded requests waiting in its sockets, repeatedly
+    (a long garbage-collection pause, a stalled VM). What it answers on waking must not be
+    undone by the gateways that took its partitions (`gateway/pause_watch.py`); every message
+    is accounted for as in the kill cycles."""
+    gateways = [
+        GatewayProcess(tmp_path / f"gateway-{i}", kafka_bootstrap, env=SCALE_OUT_ENV)
+        for i in (1, 2, 3)
+    ]
+    sleeper = gateways[2]
+    rng = random.Random(13)
+    stopped: list[float] = []
+    workload: Workload | None = None
+    try:
+        for gateway in gateways:
+            gateway.start()
+        urls = _queues(gateways[0].endpoint, SIZE.queues)
+        workload = Workload([g.endpoint for g in gateways], urls, SIZE.producers, SIZE.consumers)
+        workload.start()
+        pid = sleeper.pid
+        assert pid is not None
+        for _ in range(SIZE.hand_overs):
+            time.sleep(rng.uniform(2.0, 4.0))  # serving its share again (it rejoined)
+            began = time.monotonic()
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(STOPPED_FOR_S)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            stopped.append(time.monotonic() - began)
+        verdict = _drain_and_stop(workload, gateways[0].endpoint, urls)
+        _report(
+            f"third gateway SIGSTOP / SIGCONT cycles: {len(stopped)}, stopped "
+            f"{statistics.median(stopped):.1f} s each"
+        )
+        _assert_accounted(verdict, connection_errors_expected=False)
+        _assert_empty(gateways[0].endpoint, urls, workload.ledger.unfinished())
+    finally:
+        if workload is not None:
+            workload.stop()
+        for gateway in gateways:
+            if gateway.pid is not None:  # never left stopped, whatever failed
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(gateway.pid, signal.SIGCONT)
             gateway.stop()
 
 
