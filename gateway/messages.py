@@ -953,7 +953,8 @@ class MessageService:
             except BaseException as error:
                 if not self._failed_by_move(record, spells, error):
                     raise
-            await self.ownership.settled()
+            if not self._everything_here:
+                await self.ownership.settled()
             self._fail_if_moved(record, spells, local, outcomes)
             # The earliest moment something becomes visible may have moved: let waiters
             # re-plan.
@@ -986,11 +987,11 @@ class MessageService:
 
         A gateway that finds its partitions lost drops the changelog records Kafka has not
         taken yet (`GroupOwnership._let_go`), which fails the confirmations waiting for them
-        (`ProduceFailed.dropped`);
-        the next owner restored the partitions without those changes. That is a move, not
-        an outage: the entries are tried again at the next owner (`_fail_if_moved`), instead
-        of the client being told Kafka is unavailable (measured: a gateway stopped past its
-        session and woken with a delete in its socket, `test_e2e_ownership.py`)."""
+        (`ProduceFailed.dropped`); the next owner restored the partitions without those
+        changes. That is a move, not an outage: the entries are tried again at the next
+        owner (`_fail_if_moved`), instead of the client being told Kafka is unavailable (seen
+        with a gateway stopped past its session and woken with a delete in its socket,
+        `test_e2e_ownership.py`)."""
         if not (isinstance(error, ProduceFailed) and error.dropped) or not spells:
             # Another failure (a delivery timeout: the broker away) is not the move's, and
             # is answered as it is: waiting for the next owner on top of it would hold the
