@@ -7,6 +7,7 @@ partitions, so both gateways serve some of each. Every wait is bounded polling.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -810,7 +811,9 @@ def request_waiting(process: GatewayProcess) -> bool:
     """Whether bytes wait unread on a connection to the gateway's port (a stopped process's
     kernel still accepts connections and buffers what clients send)."""
     port = f":{process.port:04X}"
-    with open("/proc/net/tcp") as table:
-        rows = [line.split() for line in table.readlines()[1:]]
+    rows: list[list[str]] = []
+    for table_path in ("/proc/net/tcp", "/proc/net/tcp6"):  # however the gateway listens
+        with contextlib.suppress(FileNotFoundError), open(table_path) as table:
+            rows += [line.split() for line in table.readlines()[1:]]
     # columns: sl, local address, remote address, state, tx_queue:rx_queue (hex), ...
     return any(row[1].endswith(port) and int(row[4].split(":")[1], 16) > 0 for row in rows)
