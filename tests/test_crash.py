@@ -33,6 +33,8 @@ class Size:
     consumers: int
     # Scale-out run: times a third gateway joins the two serving the load and leaves again.
     hand_overs: int = 3
+    # Scale-out run: times the third of three gateways is stopped past its session and woken.
+    stops: int = 2
     # Scale-out on the 3-broker cluster: gateway SIGKILLs among three, then broker SIGKILLs.
     cluster_gateway_kills: int = 3
     cluster_broker_kills: int = 1
@@ -47,6 +49,7 @@ SIZES = {
         producers=4,
         consumers=4,
         hand_overs=10,
+        stops=10,
         cluster_gateway_kills=10,
         cluster_broker_kills=3,
     ),
@@ -359,7 +362,7 @@ def test_stopped_gateway_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
         workload.start()
         pid = sleeper.pid
         assert pid is not None
-        for _ in range(SIZE.hand_overs):
+        for _ in range(SIZE.stops):
             time.sleep(rng.uniform(2.0, 4.0))  # serving its share again (it rejoined)
             began = time.monotonic()
             os.kill(pid, signal.SIGSTOP)
