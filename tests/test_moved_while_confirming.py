@@ -226,6 +226,11 @@ async def lose(ownership: GroupOwnership) -> None:
     await asyncio.to_thread(ownership.lost, [(QUEUE.topic, 0)])
 
 
+async def next_owner_publishes(ownership: GroupOwnership, directory: OwnersDirectory) -> None:
+    await directory.publish(QUEUE.topic, 0, NEXT)
+    ownership.directory_changed()
+
+
 async def one_in_flight(messages: MessageService) -> str:
     await messages.send(QUEUE, StoredMessage("m-1", b"body", sent_ms=T0))
     [received] = await messages.receive(QUEUE, 1, 30, 0)
@@ -270,8 +275,9 @@ async def test_a_delete_confirmed_after_the_partition_was_lost_is_answered_unava
 
 
 @pytest.mark.parametrize("next_owner_had_it", [True, False])
+@pytest.mark.parametrize("record", ["acknowledged late", "dropped with the partition"])
 async def test_a_delete_unconfirmed_when_the_partition_was_lost_goes_to_its_next_owner(
-    next_owner_had_it: bool,
+    next_owner_had_it: bool, record: str
 ) -> None:
     # Given a message in flight on a partition served here, and a gateway that can take
     # deletes (which restored the partition before this removal reached the changelog, and
@@ -286,18 +292,22 @@ async def test_a_delete_unconfirmed_when_the_partition_was_lost_goes_to_its_next
     )
     handle = await one_in_flight(messages)
 
-    # When the partition is lost while a client's delete waits for its confirmation, and
-    # the next owner publishes itself after the confirmation came
+    # When the partition is lost while a client's delete waits for its confirmation, which
+    # then comes (the record reached Kafka late), or fails (the loss dropped the record: a
+    # gateway woken after its session expired), and the next owner publishes itself after
     confirmation = confirmations_held(messages)
     deleting = asyncio.create_task(messages.delete(QUEUE, handle))
     await lose(ownership)
-    confirmation.set_result(None)
+    if record == "acknowledged late":
+        confirmation.set_result(None)
+    else:
+        confirmation.set_exception(dropped_record())
     await asyncio.sleep(0.1)
     waited = not deleting.done()
-    await directory.publish(QUEUE.topic, 0, NEXT)
-    ownership.directory_changed()
+    await next_owner_publishes(ownership, directory)
 
-    # Then the delete waited for the next owner and was made there
+    # Then the delete waited for the next owner and was made there (not refused as Kafka
+    # being unavailable)
     await asyncio.wait_for(deleting, 5)
     assert waited
     assert forwarder.calls == [("delete", NEXT, handle)]
@@ -346,39 +356,6 @@ def dropped_record() -> ProduceFailed:
     return ProduceFailed(KafkaError(KafkaError._PURGE_QUEUE))
 
 
-async def test_a_delete_whose_record_was_dropped_with_the_lost_partition_goes_to_its_next_owner() -> (
-    None
-):
-    # Given a message in flight on a partition served here, and a gateway that can take
-    # deletes
-    forwarder = AnsweringForwarder()
-    directory = RememberingDirectory()
-    events = CountedDeletes()
-    messages, ownership = await gateway_serving_the_queue(
-        directory, forwarder=forwarder, events=events
-    )
-    handle = await one_in_flight(messages)
-
-    # When a client's delete waits for its confirmation and the partition is lost (a gateway
-    # woken after its session expired): its changelog record is dropped, which fails the
-    # confirmation; the next owner publishes itself later
-    confirmation = confirmations_held(messages)
-    deleting = asyncio.create_task(messages.delete(QUEUE, handle))
-    await lose(ownership)
-    confirmation.set_exception(dropped_record())
-    await asyncio.sleep(0.1)
-    waited = not deleting.done()
-    await directory.publish(QUEUE.topic, 0, NEXT)
-    ownership.directory_changed()
-
-    # Then the delete waited for the next owner and was made there, not refused as Kafka
-    # being unavailable; it counts once, by the next owner, which had the message
-    await asyncio.wait_for(deleting, 5)
-    assert waited
-    assert forwarder.calls == [("delete", NEXT, handle)]
-    assert events.deleted_ids == []
-
-
 async def test_a_visibility_change_whose_record_was_dropped_with_the_lost_partition_goes_to_its_next_owner() -> (
     None
 ):
@@ -392,8 +369,7 @@ async def test_a_visibility_change_whose_record_was_dropped_with_the_lost_partit
     await lose(ownership)
     confirmation.set_exception(dropped_record())
     await asyncio.sleep(0.1)
-    await directory.publish(QUEUE.topic, 0, NEXT)
-    ownership.directory_changed()
+    await next_owner_publishes(ownership, directory)
 
     await asyncio.wait_for(changing, 5)
     assert forwarder.calls == [("change_visibility", NEXT, handle)]
@@ -447,11 +423,6 @@ class StoodStill:
 
     def __call__(self) -> float:
         return self.now
-
-
-async def next_owner_publishes(ownership: GroupOwnership, directory: OwnersDirectory) -> None:
-    await directory.publish(QUEUE.topic, 0, NEXT)
-    ownership.directory_changed()
 
 
 async def test_a_delete_read_on_waking_from_a_stall_waits_for_the_loss_and_goes_to_the_next_owner() -> (
