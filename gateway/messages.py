@@ -839,15 +839,12 @@ class MessageService:
         if not offsets:
             return outcomes, removed_by
         try:
-            await self.group_sync.durable()
-        except BaseException as error:
-            if not self._failed_by_move(record, spells, error):
-                # Removed here even if the sync failed (and a retry will find them gone):
-                # the messages are no longer in the queue, so each counts as deleted once.
-                self._count_deleted(record, removed_ids, self._moved(record, spells))
-                raise
-        if not self._everything_here:
-            await self.ownership.settled()
+            await self._confirmed(record, spells)
+        except BaseException:
+            # Removed here even if the sync failed (and a retry will find them gone): the
+            # messages are no longer in the queue, so each counts as deleted once, now.
+            self._count_deleted(record, removed_ids, self._moved(record, spells))
+            raise
         moved = self._fail_if_moved(record, spells, [(i, pk) for i, pk, _ in local], outcomes)
         self._count_deleted(record, removed_ids, moved)
         if removed_ids and fifo:
@@ -948,13 +945,7 @@ class MessageService:
         spells = self._spells(record, {pk for _, pk in local})
         await self._settle_forwarded(forwarded, outcomes)
         if local:
-            try:
-                await self.group_sync.durable()
-            except BaseException as error:
-                if not self._failed_by_move(record, spells, error):
-                    raise
-            if not self._everything_here:
-                await self.ownership.settled()
+            await self._confirmed(record, spells)
             self._fail_if_moved(record, spells, local, outcomes)
             # The earliest moment something becomes visible may have moved: let waiters
             # re-plan.
@@ -978,6 +969,19 @@ class MessageService:
             for pk, spell in spells.items()
             if self.ownership.serving_since(record.topic, pk.partition) != spell
         }
+
+    async def _confirmed(self, record: QueueRecord, spells: dict[PartitionKey, int | None]) -> None:
+        """Wait until the changes made so far are durable (`group_sync`); a failure that is
+        their partitions' move (`_failed_by_move`) is not raised, since `_fail_if_moved` then
+        sends the entries to the next owner. After the loop stood still, also wait for the
+        group's word (`GroupOwnership.settled`) before the spells are checked."""
+        try:
+            await self.group_sync.durable()
+        except BaseException as error:
+            if not self._failed_by_move(record, spells, error):
+                raise
+        if not self._everything_here:
+            await self.ownership.settled()
 
     def _failed_by_move(
         self, record: QueueRecord, spells: dict[PartitionKey, int | None], error: BaseException

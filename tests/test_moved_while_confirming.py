@@ -34,6 +34,7 @@ from lease_store.handles import ReceiptHandleCodec
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
 from lease_store.store import Counts, LeaseStore, PartitionKey
+from tests.test_pause_watch import Monotonic
 from topology.catalog import QueueRecord
 from topology.ingest import IngestConsumer
 from topology.owners import Owner, OwnersDirectory
@@ -414,23 +415,12 @@ async def test_a_delete_whose_record_timed_out_is_answered_so_even_if_the_partit
     assert forwarder.calls == []
 
 
-class StoodStill:
-    """The monotonic clock of a `PauseWatch` that only moves when the test stops the
-    gateway (the event loop's own timers run in real time meanwhile)."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_a_delete_read_on_waking_from_a_stall_waits_for_the_loss_and_goes_to_the_next_owner() -> (
     None
 ):
     # Given a message in flight on a partition served here, and a gateway that can take
     # deletes
-    clock = StoodStill()
+    clock = Monotonic()
     forwarder = AnsweringForwarder()
     directory = RememberingDirectory()
     messages, ownership = await gateway_serving_the_queue(
@@ -459,7 +449,7 @@ async def test_a_delete_confirmed_on_waking_from_a_stall_waits_for_the_loss_and_
     None
 ):
     # Given a message in flight on a partition served here
-    clock = StoodStill()
+    clock = Monotonic()
     forwarder = AnsweringForwarder()
     directory = RememberingDirectory()
     events = CountedDeletes()
@@ -491,7 +481,7 @@ async def test_a_change_after_a_stall_the_group_did_not_act_on_is_made_here_afte
     None
 ):
     # Given a message in flight on a partition served here
-    clock = StoodStill()
+    clock = Monotonic()
     forwarder = AnsweringForwarder()
     messages, _ = await gateway_serving_the_queue(
         forwarder=forwarder, pause_watch=PauseWatch(clock, settle_s=0.3)
@@ -514,7 +504,7 @@ async def test_a_receive_read_on_waking_from_a_stall_takes_nothing_from_the_lost
     None
 ):
     # Given a visible message on a partition served here
-    clock = StoodStill()
+    clock = Monotonic()
     messages, ownership = await gateway_serving_the_queue(
         pause_watch=PauseWatch(clock, settle_s=0.3)
     )
