@@ -17,6 +17,8 @@ from lease_store.records import AttributeValue
 _NAME = re.compile("^[A-Za-z0-9_.\u00c0-\u017f-]+$")
 _DATA_TYPE = re.compile(r"^(String|Number|Binary)(\..+)?$")
 _INVALID_BODY_CHAR = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# The ASCII part of those ranges: tab, newline, carriage return, and 0x20-0x7F.
+_ALLOWED_ASCII = b"\t\n\r" + bytes(range(0x20, 0x80))
 _RESERVED_PREFIXES = ("aws.", "amazon.")
 
 SYSTEM_ATTRIBUTE_NAMES = (
@@ -35,13 +37,23 @@ SYSTEM_ATTRIBUTE_NAMES = (
 def validate_body(body: str) -> None:
     if body == "":
         raise MissingParameter.named("MessageBody")
+    if body.isascii():
+        # Most bodies: what is left once the allowed bytes are deleted is what is invalid
+        # (one C pass over the bytes, ~2x faster than isprintable() on 1 KB).
+        if body.encode().translate(None, _ALLOWED_ASCII):
+            raise _invalid_body()
+        return
     # Printable characters all lie in the allowed ranges; isprintable() reads a body many
     # times faster than the regular expression, which is left for the rest (tabs, newlines).
     if not body.isprintable() and _INVALID_BODY_CHAR.search(body):
-        raise InvalidMessageContents(
-            "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
-            "#xE000 to #xFFFD | #x10000 to #x10FFFF"
-        )
+        raise _invalid_body()
+
+
+def _invalid_body() -> InvalidMessageContents:
+    return InvalidMessageContents(
+        "Invalid characters found. Valid values are: #x9 | #xA | #xD | #x20 to #xD7FF | "
+        "#xE000 to #xFFFD | #x10000 to #x10FFFF"
+    )
 
 
 def _check_name(name: str) -> None:
@@ -142,7 +154,7 @@ def parse_attributes(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, Attribut
 
 def message_size(body: str, attributes: Mapping[str, AttributeValue]) -> int:
     """UTF-8 bytes of the body plus every attribute name, type and value (SQS's measure)."""
-    size = len(body.encode())
+    size = len(body) if body.isascii() else len(body.encode())
     for name, value in attributes.items():
         size += len(name.encode()) + len(value.data_type.encode())
         if value.binary_value is not None:
