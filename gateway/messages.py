@@ -1029,7 +1029,7 @@ class MessageService:
         if not moved:
             return moved
         log.warning(
-            "partition moved while a change was confirmed: answered as unavailable",
+            "partition moved while a change was confirmed: tried at the next owner",
             extra={"queue": record.key, "partitions": sorted(pk.partition for pk in moved)},
         )
         for i, pk in local:
