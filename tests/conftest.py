@@ -23,6 +23,39 @@ from tests.harness import (
 )
 from topology import broker
 
+# How `scripts/test` spreads the suite over two pytest-xdist workers (`--dist loadgroup`):
+# each module is a unit (its module-scoped brokers start once), and the modules that run
+# several gateways or brokers, kill or stop them and bound how long recovery takes share
+# one unit, so they run one after another on one worker as in a serial run and never beside
+# each other. The suite waits on Kafka, timeouts and sleeps far more than it computes (a
+# serial run keeps ~1 of the 2 cores busy), which is what the second worker uses.
+_ONE_AFTER_ANOTHER = frozenset(
+    {
+        "test_crash",
+        "test_crash_fifo",
+        "test_e2e_cluster",
+        "test_e2e_ownership",
+        "test_e2e_workers",
+        "test_e2e_move_tasks_failover",
+        "test_e2e_move_tasks_group",
+        "test_group_check",
+    }
+)
+# The modules using the session's SparkSession: one worker starts one.
+_SPARK = frozenset({"test_e2e_analytics", "test_spark_transforms"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2] if item.module else item.nodeid
+        if module in _ONE_AFTER_ANOTHER:
+            group = "multi-process"
+        elif module in _SPARK:
+            group = "spark"
+        else:
+            group = module
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
