@@ -47,7 +47,7 @@ _SPARK = frozenset({"test_e2e_analytics", "test_spark_transforms"})
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.module.__name__.rpartition(".")[2] if item.module else item.nodeid
+        module = item.path.stem
         if module in _ONE_AFTER_ANOTHER:
             group = "multi-process"
         elif module in _SPARK:
