@@ -32,7 +32,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from topology import broker
+from topology import broker, file_lock
 
 QUERY_BOTOCORE_VERSION = "1.34.89"
 # `new_queue(prefix, **attributes) -> queue URL`, the conftest fixture's type.
@@ -269,12 +269,25 @@ def gateway_pair(
 
 
 def _query_model_dir() -> Path:
-    """The SQS service model of botocore 1.34.89, the last one whose protocol is Query."""
+    """The SQS service model of botocore 1.34.89, the last one whose protocol is Query.
+
+    Fetched on first use, which on a fresh machine is during the test run: both pytest-xdist
+    workers may ask at once, so the fetch holds a lock and `complete` is written last (a
+    worker never reads a model file another one is still writing)."""
     cache = Path(os.environ.get("KQS_CACHE_DIR", Path.home() / ".cache" / "kqs"))
     base = cache / f"botocore-{QUERY_BOTOCORE_VERSION}-sqs"
-    model_dir = base / "data" / "sqs" / "2012-11-05"
-    if (model_dir / "service-2.json").exists():
+    complete = base / "complete"
+    if complete.exists():
         return base / "data"
+    cache.mkdir(parents=True, exist_ok=True)
+    with file_lock.exclusive(cache / f"{base.name}.lock"):
+        if not complete.exists():
+            _fetch_query_model(base)
+            complete.touch()
+    return base / "data"
+
+
+def _fetch_query_model(base: Path) -> None:
     base.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [
@@ -291,13 +304,13 @@ def _query_model_dir() -> Path:
         check=True,
     )
     wheel = glob.glob(str(base / f"botocore-{QUERY_BOTOCORE_VERSION}-*.whl"))[0]
+    model_dir = base / "data" / "sqs" / "2012-11-05"
     model_dir.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(wheel) as archive:
         for name in ("service-2.json.gz", "endpoint-rule-set-1.json.gz", "paginators-1.json"):
             raw = archive.read(f"botocore/data/sqs/2012-11-05/{name}")
             target = model_dir / name.removesuffix(".gz")
             target.write_bytes(gzip.decompress(raw) if name.endswith(".gz") else raw)
-    return base / "data"
 
 
 _CLIENT_CONFIG = Config(retries={"max_attempts": 1}, read_timeout=60)
