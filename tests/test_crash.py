@@ -14,6 +14,7 @@ import signal
 import statistics
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,6 +166,32 @@ def _finish(
     _assert_empty(gateway.endpoint, urls, workload.ledger.unfinished())
 
 
+@contextlib.contextmanager
+def _group_under_load(
+    gateways: list[GatewayProcess], start_timeout_s: float = 60.0
+) -> Iterator[tuple[list[str], Workload]]:
+    """Group-mode gateways carrying the workload (the scale-out runs): each started, the
+    queues created through the first, producers and consumers spread over all of them. On
+    leaving, the workload stops, then every gateway, woken first in case a run left it
+    stopped (SIGSTOP)."""
+    workload: Workload | None = None
+    try:
+        for gateway in gateways:
+            gateway.start(timeout_s=start_timeout_s)
+        urls = _queues(gateways[0].endpoint, SIZE.queues)
+        workload = Workload([g.endpoint for g in gateways], urls, SIZE.producers, SIZE.consumers)
+        workload.start()
+        yield urls, workload
+    finally:
+        if workload is not None:
+            workload.stop()
+        for gateway in gateways:
+            if gateway.pid is not None:  # never left stopped, whatever failed
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(gateway.pid, signal.SIGCONT)
+            gateway.stop()
+
+
 def _wait_until_empty(endpoint: str, urls: list[str], timeout_s: float) -> None:
     """Wait until the queues read empty twice, `EMPTY_FOR_S` apart.
 
@@ -269,13 +296,7 @@ def test_broker_sigkill_cycles_under_two_gateways(kafka_dir: Path, tmp_path: Pat
         GatewayProcess(tmp_path / f"gateway-{i}", info.bootstrap, env=SCALE_OUT_ENV) for i in (1, 2)
     ]
     rng = random.Random(13)
-    workload: Workload | None = None
-    try:
-        for gateway in serving:
-            gateway.start()
-        urls = _queues(serving[0].endpoint, SIZE.queues)
-        workload = Workload([g.endpoint for g in serving], urls, SIZE.producers, SIZE.consumers)
-        workload.start()
+    with _group_under_load(serving) as (urls, workload):
         restarts = _broker_kill_cycles(kafka_dir, port, controller_port, rng)
         _finish(
             workload,
@@ -285,11 +306,6 @@ def test_broker_sigkill_cycles_under_two_gateways(kafka_dir: Path, tmp_path: Pat
             restarts,
             connection_errors_expected=False,
         )
-    finally:
-        if workload is not None:
-            workload.stop()
-        for gateway in serving:
-            gateway.stop()
 
 
 @pytest.mark.slow
@@ -306,31 +322,22 @@ def test_partition_hand_over_cycles(kafka_bootstrap: str, tmp_path: Path, leavin
     visitor = GatewayProcess(tmp_path / "gateway-3", kafka_bootstrap, env=env)
     rng = random.Random(11)
     cycles: list[float] = []  # the third gateway's start to ready
-    workload: Workload | None = None
-    try:
-        for gateway in serving:
-            gateway.start()
-        urls = _queues(serving[0].endpoint, SIZE.queues)
-        workload = Workload([g.endpoint for g in serving], urls, SIZE.producers, SIZE.consumers)
-        workload.start()
-        for _ in range(SIZE.hand_overs):
-            time.sleep(rng.uniform(1.0, 3.0))
-            began = time.monotonic()
-            visitor.start()  # joins the group: partitions move to it
-            cycles.append(time.monotonic() - began)
-            time.sleep(rng.uniform(2.0, 4.0))
-            if leaving == "sigterm":
-                assert visitor.terminate() == 0  # and back
-            else:
-                visitor.kill()
-        label = f"third gateway joining and leaving ({leaving})"
-        _finish(workload, serving[0], urls, label, cycles, connection_errors_expected=False)
-    finally:
-        if workload is not None:
-            workload.stop()
-        visitor.stop()
-        for gateway in serving:
-            gateway.stop()
+    with _group_under_load(serving) as (urls, workload):
+        try:
+            for _ in range(SIZE.hand_overs):
+                time.sleep(rng.uniform(1.0, 3.0))
+                began = time.monotonic()
+                visitor.start()  # joins the group: partitions move to it
+                cycles.append(time.monotonic() - began)
+                time.sleep(rng.uniform(2.0, 4.0))
+                if leaving == "sigterm":
+                    assert visitor.terminate() == 0  # and back
+                else:
+                    visitor.kill()
+            label = f"third gateway joining and leaving ({leaving})"
+            _finish(workload, serving[0], urls, label, cycles, connection_errors_expected=False)
+        finally:
+            visitor.stop()
 
 
 # Longer than the ingest group's session (6 s): the others take the stopped gateway's
@@ -353,13 +360,7 @@ def test_stopped_gateway_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
     sleeper = gateways[2]
     rng = random.Random(13)
     stopped: list[float] = []
-    workload: Workload | None = None
-    try:
-        for gateway in gateways:
-            gateway.start()
-        urls = _queues(gateways[0].endpoint, SIZE.queues)
-        workload = Workload([g.endpoint for g in gateways], urls, SIZE.producers, SIZE.consumers)
-        workload.start()
+    with _group_under_load(gateways) as (urls, workload):
         pid = sleeper.pid
         assert pid is not None
         for _ in range(SIZE.stops):
@@ -378,14 +379,6 @@ def test_stopped_gateway_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
         )
         _assert_accounted(verdict, connection_errors_expected=False)
         _assert_empty(gateways[0].endpoint, urls, workload.ledger.unfinished())
-    finally:
-        if workload is not None:
-            workload.stop()
-        for gateway in gateways:
-            if gateway.pid is not None:  # never left stopped, whatever failed
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(gateway.pid, signal.SIGCONT)
-            gateway.stop()
 
 
 @pytest.mark.slow
@@ -405,42 +398,33 @@ def test_cluster_sigkill_cycles(tmp_path: Path) -> None:
     ]
     rng = random.Random(17)
     restarts: list[float] = []  # each killed node's start to ready
-    workload: Workload | None = None
     try:
-        for gateway in serving:
-            gateway.start(timeout_s=120)
-        urls = _queues(serving[0].endpoint, SIZE.queues)
-        workload = Workload([g.endpoint for g in serving], urls, SIZE.producers, SIZE.consumers)
-        workload.start()
-        for _ in range(SIZE.cluster_gateway_kills):
-            time.sleep(rng.uniform(2.0, 4.0))
-            victim = rng.choice(serving)
-            victim.kill()
-            time.sleep(rng.uniform(0.5, 3.0))
-            began = time.monotonic()
-            victim.start(timeout_s=120)
-            restarts.append(time.monotonic() - began)
-        for _ in range(SIZE.cluster_broker_kills):
-            time.sleep(rng.uniform(2.0, 4.0))
-            node = rng.randrange(len(cluster.nodes))
-            cluster.kill(node)
-            time.sleep(rng.uniform(2.0, 5.0))  # two brokers left: acks=all still succeeds
-            began = time.monotonic()
-            cluster.restart(node)
-            restarts.append(time.monotonic() - began)
-        label = "gateway and broker SIGKILL on the 3-broker cluster"
-        # A client of a killed gateway sees its connection refused until it is back.
-        _finish(
-            workload,
-            serving[0],
-            urls,
-            label,
-            restarts,
-            connection_errors_expected=True,
-        )
+        with _group_under_load(serving, start_timeout_s=120) as (urls, workload):
+            for _ in range(SIZE.cluster_gateway_kills):
+                time.sleep(rng.uniform(2.0, 4.0))
+                victim = rng.choice(serving)
+                victim.kill()
+                time.sleep(rng.uniform(0.5, 3.0))
+                began = time.monotonic()
+                victim.start(timeout_s=120)
+                restarts.append(time.monotonic() - began)
+            for _ in range(SIZE.cluster_broker_kills):
+                time.sleep(rng.uniform(2.0, 4.0))
+                node = rng.randrange(len(cluster.nodes))
+                cluster.kill(node)
+                time.sleep(rng.uniform(2.0, 5.0))  # two brokers left: acks=all still succeeds
+                began = time.monotonic()
+                cluster.restart(node)
+                restarts.append(time.monotonic() - began)
+            label = "gateway and broker SIGKILL on the 3-broker cluster"
+            # A client of a killed gateway sees its connection refused until it is back.
+            _finish(
+                workload,
+                serving[0],
+                urls,
+                label,
+                restarts,
+                connection_errors_expected=True,
+            )
     finally:
-        if workload is not None:
-            workload.stop()
-        for gateway in serving:
-            gateway.stop()
         cluster.stop()
