@@ -352,7 +352,8 @@ class MessageService:
         of its being applied to the lease store. With `bulk`, a standard queue's record goes
         through the bulk producer (`AsyncProducer.crowded`); a FIFO queue's never does, as
         records of one group must not overtake each other between the two producers."""
-        group = message.message_group_id if is_fifo(record) else None  # FIFO: key = group
+        fifo = is_fifo(record)
+        group = message.message_group_id if fifo else None  # FIFO: key = group
         if group is None and message.message_group_id is not None:
             self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)
         applied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -372,7 +373,7 @@ class MessageService:
                 else group_partition(group, record.partitions)
             ),
             on_delivered=on_delivered,
-            bulk=bulk and not is_fifo(record),
+            bulk=bulk and not fifo,
         )
         return delivery, applied
 

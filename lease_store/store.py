@@ -37,6 +37,8 @@ Every call takes `now_ms` from the caller's injected clock; this module never re
 from __future__ import annotations
 
 import struct
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
@@ -44,6 +46,8 @@ from itertools import islice
 from lease_store import fifo, state
 from lease_store.errors import MessageNotAvailable
 from lease_store.floors import ScanFloors
+from lease_store.fresh import DEFAULT_MAX_BYTES as FRESH_BYTES
+from lease_store.fresh import FreshMessages
 from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.recent_ids import RecentIds
 from lease_store.records import LeaseFact, StoredMessage
@@ -58,21 +62,49 @@ _MAX_TIME = (1 << 62) - 1
 _FIFO_GROUP_CACHE = 50_000  # offsets per partition whose message group is kept in memory
 
 
-@dataclass(frozen=True, slots=True)
 class PartitionKey:
+    """One partition of one incarnation of a queue's topic: the unit the store keeps.
+
+    Interned: `PartitionKey(incarnation, partition)` gives the one live instance for those
+    coordinates, so equality is identity and the dicts looked up by partition (~17 lookups
+    per message moved) hash it in C. A value class with a Python `__hash__` paid a Python
+    call for each of those lookups.
+    """
+
+    __slots__ = ("incarnation", "partition", "prefix", "__weakref__")
     incarnation: bytes  # 16 bytes
     partition: int
     # Every key of the partition starts with it: built once (a message operation builds
     # several keys; recomputing it was ~20 calls per message moved).
-    prefix: bytes = field(init=False, repr=False, compare=False)
+    prefix: bytes
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "prefix", self.incarnation + _U32.pack(self.partition))
+    def __new__(cls, incarnation: bytes, partition: int) -> PartitionKey:
+        prefix = incarnation + _U32.pack(partition)
+        pk = _INTERNED.get(prefix)
+        if pk is None:
+            with _INTERNING:  # the changelog follower's thread makes them too
+                pk = _INTERNED.get(prefix)
+                if pk is None:
+                    pk = object.__new__(cls)
+                    object.__setattr__(pk, "incarnation", incarnation)
+                    object.__setattr__(pk, "partition", partition)
+                    object.__setattr__(pk, "prefix", prefix)
+                    _INTERNED[prefix] = pk
+        return pk
 
-    def __hash__(self) -> int:
-        # Several dicts are looked up by partition per message. The generated hash built and
-        # hashed an (incarnation, partition) tuple each time; bytes cache their own hash.
-        return hash(self.prefix)
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"PartitionKey is immutable: cannot set {name!r}")
+
+    def __reduce__(self) -> tuple[type[PartitionKey], tuple[bytes, int]]:
+        return PartitionKey, (self.incarnation, self.partition)  # a copy is the same instance
+
+    def __repr__(self) -> str:
+        return f"PartitionKey(incarnation={self.incarnation!r}, partition={self.partition})"
+
+
+# Weak: a queue deleted and forgotten leaves no instance behind.
+_INTERNED: weakref.WeakValueDictionary[bytes, PartitionKey] = weakref.WeakValueDictionary()
+_INTERNING = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -177,7 +209,12 @@ _OLD_INDEX_RANGES = ((b"V", b"W"), (b"R", b"S"))
 class LeaseStore:
     """Lease facts of many queue partitions. Not thread-safe: one writer (the event loop)."""
 
-    def __init__(self, kv: KeyValueStore, on_commit: CommitListener | None = None) -> None:
+    def __init__(
+        self,
+        kv: KeyValueStore,
+        on_commit: CommitListener | None = None,
+        fresh_bytes: int = FRESH_BYTES,
+    ) -> None:
         self._kv = kv
         self._states: dict[PartitionKey, PartitionState] = {}
         self._visibility: dict[PartitionKey, PartitionVisibility] = {}  # loaded with the state
@@ -190,6 +227,8 @@ class LeaseStore:
         # so a receive that skips a locked group's backlog reads keys, not messages.
         self._fifo_groups: dict[PartitionKey, dict[int, str]] = {}
         self._received_ids = RecentIds()  # for the events of deletes (recent_ids.py)
+        # What a receive soon after the send finds without reading the store (fresh.py).
+        self._fresh = FreshMessages(fresh_bytes)
         # How many messages each partition lost so far (deleted, expired, purged, moved to a
         # dead-letter queue; in memory only), and what `backlog_start` and `oldest_sent_ms`
         # last found at that count (the latter in `_oldest_sent_ms`, see below). Neither
@@ -316,7 +355,9 @@ class LeaseStore:
                 continue  # a FIFO duplicate within the deduplication window: never delivered
             fact = state.ingested_fact(message)
             self._put_fact(pk, st, offset, fact, batch)
-            batch.put(_message_key(pk, offset), message.encode())
+            message_key = _message_key(pk, offset)
+            batch.put(message_key, message.encode())
+            self._fresh.add(message_key, message)
             batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
             oldest = self._oldest_sent_ms.get(pk)
             if oldest is not None and fact.sent_ms < oldest:
@@ -927,10 +968,15 @@ class LeaseStore:
         return fact
 
     def _message(self, pk: PartitionKey, offset: int) -> StoredMessage:
-        message = self.message(pk, offset)
-        if message is None:
+        """A message that has a fact, for a receive: kept since its ingest, or read."""
+        key = _message_key(pk, offset)
+        message = self._fresh.get(key)
+        if message is not None:
+            return message
+        raw = self._kv.get(key)
+        if raw is None:
             raise RuntimeError(f"lease fact for offset {offset} has no stored message")
-        return message
+        return StoredMessage.decode(raw)
 
     def _put_fact(
         self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: _Batch
@@ -954,7 +1000,9 @@ class LeaseStore:
         """Remove the message at `offset`, sent at `sent_ms` (its expiry key says when)."""
         batch.delete(_fact_key(pk, offset))
         batch.facts[offset] = None
-        batch.delete(_message_key(pk, offset))
+        message_key = _message_key(pk, offset)
+        batch.delete(message_key)
+        self._fresh.discard(message_key)
         batch.delete(_expiry_key(pk, sent_ms, offset))
         self._visibility[pk].remove(offset)
         self._removed(pk)

@@ -18,6 +18,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from topology.admin import TopicAdmin
@@ -44,11 +45,13 @@ class QueueRecord:
     # for the default region's queues, True for the others; fixed at CreateQueue.
     region_in_names: bool = False
 
-    @property
+    # The topic and the key are asked for several times per message: each is built on first
+    # use and then read from the instance (a changed record is a new instance).
+    @cached_property
     def topic(self) -> str:
         return queue_topic(self._name_region, self.account_id, self.name, self.incarnation)
 
-    @property
+    @cached_property
     def key(self) -> str:
         return catalog_key(self._name_region, self.account_id, self.name)
 

@@ -29,7 +29,8 @@ class SendMessageRequest:
     message_attributes: dict[str, AttributeValue]
     message_system_attributes: dict[str, AttributeValue]
     message_group_id: str | None
-    message_deduplication_id: str | None = None
+    message_deduplication_id: str | None
+    size: int  # SQS's SentMessageSize: the body and the attributes (`message_size`)
 
 
 def decode_entry(p: Params, queue_url: str) -> SendMessageRequest:
@@ -40,14 +41,16 @@ def decode_entry(p: Params, queue_url: str) -> SendMessageRequest:
     for name, value in system.items():
         if name != "AWSTraceHeader" or value.data_type != "String":
             raise InvalidParameterValue(f"Message system attribute name '{name}' is invalid.")
+    attributes = parse_attributes(p.map_of_maps("MessageAttributes"))
     return SendMessageRequest(
         queue_url=queue_url,
         message_body=body,
         delay_seconds=p.int_in_range("DelaySeconds", 0, limits.MAX_DELAY_S),
-        message_attributes=parse_attributes(p.map_of_maps("MessageAttributes")),
+        message_attributes=attributes,
         message_system_attributes=system,
         message_group_id=p.optional_str("MessageGroupId"),
         message_deduplication_id=p.optional_str("MessageDeduplicationId"),
+        size=message_size(body, attributes),
     )
 
 
@@ -60,8 +63,7 @@ def build_message(
 ) -> StoredMessage:
     """The message to append, with the queue's defaults applied and its size limit checked."""
     max_bytes = int(record.attributes.get("MaximumMessageSize", DEFAULTS["MaximumMessageSize"]))
-    size = message_size(req.message_body, req.message_attributes)
-    if size > max_bytes:
+    if req.size > max_bytes:
         raise InvalidParameterValue(
             f"One or more parameters are invalid. Reason: Message must be shorter than "
             f"{max_bytes} bytes."
@@ -112,17 +114,12 @@ async def handle(req: SendMessageRequest, ctx: RequestContext) -> Result:
     if message.deduplication_scope is not None:
         sent = await ctx.runtime.messages.fifo.send(record, message)
         if not sent.duplicate:
-            ctx.runtime.events.sent(record, [(message, sent_size(req))])
+            ctx.runtime.events.sent(record, [(message, req.size)])
         result = sent_result(replace(message, message_id=sent.message_id), req)
         return {**result, "SequenceNumber": sent.sequence_number}
     await ctx.runtime.messages.send(record, message)
-    ctx.runtime.events.sent(record, [(message, sent_size(req))])
+    ctx.runtime.events.sent(record, [(message, req.size)])
     return sent_result(message, req)
-
-
-def sent_size(req: SendMessageRequest) -> int:
-    """SQS's SentMessageSize of the request's message."""
-    return message_size(req.message_body, req.message_attributes)
 
 
 ACTION = Action("SendMessage", decode, handle)

@@ -16,7 +16,6 @@ from gateway.actions.send_message import SendMessageRequest
 from gateway.batch import BatchEntry, BatchRequest, decode_batch, run_batch, run_batch_together
 from gateway.context import RequestContext
 from gateway.errors import BatchRequestTooLong
-from gateway.message_attributes import message_size
 from gateway.params import Params
 from gateway.queues import is_fifo
 from lease_store.records import StoredMessage
@@ -24,7 +23,7 @@ from lease_store.records import StoredMessage
 
 def _entry_bytes(entry: BatchEntry[SendMessageRequest], raw: Params) -> int:
     if entry.request is not None:
-        return message_size(entry.request.message_body, entry.request.message_attributes)
+        return entry.request.size
     # An entry that failed to decode still travelled in the request: count its body.
     body = raw.raw("MessageBody")
     return len(body.encode()) if isinstance(body, str) else 0
@@ -67,7 +66,7 @@ async def _send_all(
         if isinstance(outcome, Exception):
             answers[at] = outcome
             continue
-        stored.append((message, send_message.sent_size(entries[at])))
+        stored.append((message, entries[at].size))
         answers[at] = send_message.sent_result(message, entries[at])
     ctx.runtime.events.sent(record, stored)
     return answers
