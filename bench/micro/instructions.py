@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve()
-ACTIONS = ("empty", "url", "send", "batch10", "cycle10")
+ACTIONS = ("empty", "url", "send", "batch10", "cycle10", "cycle1")
 _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
@@ -53,6 +53,13 @@ def _requests(protocol: str, action: str, urls: dict[str, str]) -> list[bytes]:
     if action == "send":
         return [
             wire.signed(protocol, "SendMessage", {"QueueUrl": urls["sink"], "MessageBody": BODY})
+        ]
+    if action == "cycle1":
+        send = {"QueueUrl": urls["batch"], "MessageBody": BODY}
+        receive = {"QueueUrl": urls["batch"], "MaxNumberOfMessages": 1, "VisibilityTimeout": 600}
+        return [
+            wire.signed(protocol, "SendMessage", send),
+            wire.signed(protocol, "ReceiveMessage", receive),
         ]
     entries = [{"Id": str(i), "MessageBody": BODY} for i in range(10)]
     receive = {"QueueUrl": urls["batch"], "MaxNumberOfMessages": 10, "VisibilityTimeout": 600}
@@ -69,12 +76,21 @@ def _delete_batch(protocol: str, url: str, handles: list[str]) -> bytes:
     return wire.signed(protocol, "DeleteMessageBatch", {"QueueUrl": url, "Entries": entries})
 
 
-def _sign_only(protocol: str, count: int) -> None:
-    """What `cycle10` spends signing its deletes, without a gateway: ten handles of a real
-    handle's length, signed `count` times."""
+def _delete_one(protocol: str, url: str, handle: str) -> bytes:
+    from bench.micro import wire
+
+    return wire.signed(protocol, "DeleteMessage", {"QueueUrl": url, "ReceiptHandle": handle})
+
+
+def _sign_only(protocol: str, count: int, handles: int) -> None:
+    """What `cycle10` (`cycle1`) spends signing its deletes, without a gateway: a batch of
+    ten handles (a single handle) of a real handle's length, signed `count` times."""
     url = "http://127.0.0.1:9324/000000000000/batch"
     for _ in range(count):
-        _delete_batch(protocol, url, ["h" * 96] * 10)
+        if handles == 1:
+            _delete_one(protocol, url, "h" * 96)
+        else:
+            _delete_batch(protocol, url, ["h" * 96] * handles)
 
 
 async def _inner(protocol: str, action: str, count: int, store: str) -> None:
@@ -82,8 +98,8 @@ async def _inner(protocol: str, action: str, count: int, store: str) -> None:
     from bench.micro import wire
     from bench.micro.run import _Gateway
 
-    if action == "sign10":
-        _sign_only(protocol, count)
+    if action in ("sign10", "sign1"):
+        _sign_only(protocol, count, 10 if action == "sign10" else 1)
         return
     with tempfile.TemporaryDirectory(prefix="kqs-instructions-") as tmp:
         gateway = _Gateway(store, Path(tmp))
@@ -108,6 +124,10 @@ async def _inner(protocol: str, action: str, count: int, store: str) -> None:
                     protocol, *await gateway.call(_delete_batch(protocol, urls["batch"], handles))
                 )
                 assert answer.successful == 10, answer
+            elif action == "cycle1":
+                [(handle, _)] = wire.parse(protocol, status, body).messages
+                status, body = await gateway.call(_delete_one(protocol, urls["batch"], handle))
+                assert status == 200, body[:300]
         await gateway.stop()
 
 
@@ -165,8 +185,9 @@ def main(argv: list[str] | None = None) -> None:
         for protocol in args.protocols.split(","):
             for action in args.actions.split(","):
                 per = _per_request(src, protocol, action, args.requests, args.store)
-                if action == "cycle10":
-                    per -= _per_request(src, protocol, "sign10", args.requests, args.store)
+                if action in ("cycle10", "cycle1"):
+                    signing = "sign10" if action == "cycle10" else "sign1"
+                    per -= _per_request(src, protocol, signing, args.requests, args.store)
                 print(f"| {src} | {protocol} | {action} | {per:,} |", flush=True)
 
 
