@@ -225,10 +225,10 @@ class LeanProtocol(asyncio.Protocol):
         # a shutdown's drain waits for one whose body is still arriving.
         self._begun = True
         self._front.begin()
-        length = self._parser_content_length()
+        length, expects_continue = self._length_and_expect()
         if length is not None and length > self._front.max_body:
             self._answer_too_large()
-        elif self._expects_continue() and self._transport is not None:
+        elif expects_continue and self._transport is not None:
             self._transport.write(_CONTINUE)
 
     def on_body(self, body: bytes) -> None:
@@ -323,20 +323,22 @@ class LeanProtocol(asyncio.Protocol):
         lines.append(body)
         self._transport.write(b"".join(lines))
 
-    def _parser_content_length(self) -> int | None:
+    def _length_and_expect(self) -> tuple[int | None, bool]:
+        """The first Content-Length (None when absent or not a number), and whether the
+        client expects `100 Continue`: one pass over the headers."""
+        length: int | None = None
+        seen_length = expects_continue = False
         for name, value in self._headers:
-            if name.lower() == "content-length":
+            lowered = name.lower()
+            if lowered == "content-length" and not seen_length:
+                seen_length = True
                 try:
-                    return int(value)
+                    length = int(value)
                 except ValueError:
-                    return None
-        return None
-
-    def _expects_continue(self) -> bool:
-        return any(
-            name.lower() == "expect" and value.lower() == "100-continue"
-            for name, value in self._headers
-        )
+                    length = None
+            elif lowered == "expect" and value.lower() == "100-continue":
+                expects_continue = True
+        return length, expects_continue
 
     def _refuse(self) -> None:
         if self._begun:  # refused mid-body: no longer in flight (not a client hanging up)

@@ -133,7 +133,15 @@ class StoredMessage:
         JSON because every message is encoded once and decoded at each receive: this is ~2×
         cheaper both ways.
         """
-        texts = [t.encode() if t is not None else None for t in self._texts()]
+        lengths: list[int] = []
+        parts: list[bytes] = []  # after the header: the texts present, attributes, body
+        for text in self._texts():
+            if text is None:
+                lengths.append(_ABSENT)
+            else:
+                raw = text.encode()
+                lengths.append(len(raw))
+                parts.append(raw)
         attrs = (
             json.dumps(
                 {k: v.to_json() for k, v in self.attributes.items()}, separators=(",", ":")
@@ -141,6 +149,8 @@ class StoredMessage:
             if self.attributes
             else b""
         )
+        parts.append(attrs)
+        parts.append(self.body)
         head = _V3.pack(
             _FORMAT_3,
             self.sent_ms,
@@ -148,10 +158,10 @@ class StoredMessage:
             self.receive_count,
             self.first_receive_ms,
             self._body_digest(),
-            *[len(t) if t is not None else _ABSENT for t in texts],
+            *lengths,
             len(attrs),
         )
-        return b"".join([head, *[t for t in texts if t], attrs, self.body])
+        return head + b"".join(parts)
 
     def _texts(self) -> tuple[str | None, ...]:
         return (

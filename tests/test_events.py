@@ -55,6 +55,8 @@ def a_sink(fail: bool = False) -> tuple[KafkaEventSink, RecordingPublisher, Manu
     [
         (ACCOUNT, "orders", "us-east-1", "6f1d0a5e-1c7b-4a53-9d2b-2f5e8a0c1b3d"),
         ("123456789012", "q-ü_1.fifo", "eu-west-1", 'id "quoted" \\ ünï'),
+        # Plain characters around the separator of joined ids (`_ids_text`): still one id.
+        (ACCOUNT, "orders", "us-east-1", 'a","b'),
     ],
 )
 def test_the_direct_encoders_write_the_same_bytes_as_the_builders(

@@ -154,6 +154,19 @@ def _id_text(message_id: str) -> str:
     return f'"{message_id}"' if _PLAIN_ID.fullmatch(message_id) else _text(message_id)
 
 
+_PLAIN_IDS = re.compile(r'[0-9A-Za-z-]+(?:","[0-9A-Za-z-]+)*')
+
+
+def _ids_text(message_ids: Sequence[str]) -> str:
+    """The members of a JSON array of `message_ids`: when every id is plain, one match over
+    them joined instead of one per id. An id holding the separator itself would add a
+    separator, hence the count."""
+    joined = '","'.join(message_ids)
+    if _PLAIN_IDS.fullmatch(joined) and joined.count('","') == len(message_ids) - 1:
+        return f'"{joined}"'
+    return ",".join([_id_text(message_id) for message_id in message_ids])
+
+
 def queue_members(account_id: str, queue_name: str, region: str) -> str:
     """The JSON members naming a queue, encoded once per queue for the `encode_*` below."""
     return f',"account":{_text(account_id)},"queue":{_text(queue_name)},"region":{_text(region)}'
@@ -164,7 +177,7 @@ def encode_sent(ts_ms: int, queue: str, messages: Sequence[tuple[str, int]]) -> 
     if len(messages) == 1:
         ((message_id, size),) = messages
         return f'{head}"message_id":{_id_text(message_id)},"size":{size:d}}}'.encode()
-    ids = ",".join([_id_text(message_id) for message_id, _ in messages])
+    ids = _ids_text([message_id for message_id, _ in messages])
     sizes = ",".join([str(size) for _, size in messages])
     return f'{head}"message_ids":[{ids}],"sizes":[{sizes}]}}'.encode()
 
@@ -176,7 +189,7 @@ def encode_received(ts_ms: int, queue: str, messages: Sequence[tuple[str, int]])
         return (
             f'{head}"message_id":{_id_text(message_id)},"receive_count":{receive_count:d}}}'
         ).encode()
-    ids = ",".join([_id_text(message_id) for message_id, _ in messages])
+    ids = _ids_text([message_id for message_id, _ in messages])
     counts = ",".join([str(receive_count) for _, receive_count in messages])
     return f'{head}"message_ids":[{ids}],"receive_counts":[{counts}]}}'.encode()
 
@@ -185,8 +198,7 @@ def encode_deleted(ts_ms: int, queue: str, message_ids: Sequence[str]) -> bytes:
     head = f'{{"v":{VERSION},"type":"{DELETED}","ts":{ts_ms:d}{queue},"count":{len(message_ids):d},'
     if len(message_ids) == 1:
         return f'{head}"message_id":{_id_text(message_ids[0])}}}'.encode()
-    ids = ",".join([_id_text(message_id) for message_id in message_ids])
-    return f'{head}"message_ids":[{ids}]}}'.encode()
+    return f'{head}"message_ids":[{_ids_text(message_ids)}]}}'.encode()
 
 
 def empty_receive(
