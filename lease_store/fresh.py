@@ -31,10 +31,10 @@ class FreshMessages:
         if key in self._messages:
             return
         self._messages[key] = message
-        self._bytes += len(message.body) + _OVERHEAD_BYTES
+        self._bytes += _cost(message)
         while self._bytes > self._max_bytes:
             _, oldest = self._messages.popitem(last=False)
-            self._bytes -= len(oldest.body) + _OVERHEAD_BYTES
+            self._bytes -= _cost(oldest)
 
     def get(self, key: bytes) -> StoredMessage | None:
         return self._messages.get(key)
@@ -43,7 +43,11 @@ class FreshMessages:
         """Forget the message (it is being removed from the store)."""
         message = self._messages.pop(key, None)
         if message is not None:
-            self._bytes -= len(message.body) + _OVERHEAD_BYTES
+            self._bytes -= _cost(message)
 
     def __len__(self) -> int:
         return len(self._messages)
+
+
+def _cost(message: StoredMessage) -> int:
+    return len(message.body) + _OVERHEAD_BYTES

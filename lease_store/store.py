@@ -598,8 +598,7 @@ class LeaseStore:
             start = rows[-1][0] + b"\x00"
 
     def message(self, pk: PartitionKey, offset: int) -> StoredMessage | None:
-        raw = self._kv.get(_message_key(pk, offset))
-        return StoredMessage.decode(raw) if raw is not None else None
+        return self._stored_message(_message_key(pk, offset))
 
     def purge(self, pk: PartitionKey, before_offset: int, now_ms: int) -> int:
         """Drop every message below `before_offset` and refuse to ingest them again."""
@@ -968,15 +967,18 @@ class LeaseStore:
         return fact
 
     def _message(self, pk: PartitionKey, offset: int) -> StoredMessage:
-        """A message that has a fact, for a receive: kept since its ingest, or read."""
+        """A message that has a fact (one being received): kept since its ingest (fresh.py),
+        or read. Only such a message is looked for among the kept ones: a partition dropped
+        whole leaves its kept entries to age out, and `message` must not find those."""
         key = _message_key(pk, offset)
-        message = self._fresh.get(key)
-        if message is not None:
-            return message
-        raw = self._kv.get(key)
-        if raw is None:
+        message = self._fresh.get(key) or self._stored_message(key)
+        if message is None:
             raise RuntimeError(f"lease fact for offset {offset} has no stored message")
-        return StoredMessage.decode(raw)
+        return message
+
+    def _stored_message(self, key: bytes) -> StoredMessage | None:
+        raw = self._kv.get(key)
+        return StoredMessage.decode(raw) if raw is not None else None
 
     def _put_fact(
         self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: _Batch

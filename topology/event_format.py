@@ -154,7 +154,7 @@ def _id_text(message_id: str) -> str:
     return f'"{message_id}"' if _PLAIN_ID.fullmatch(message_id) else _text(message_id)
 
 
-_PLAIN_IDS = re.compile(r'[0-9A-Za-z-]+(?:","[0-9A-Za-z-]+)*')
+_PLAIN_IDS = re.compile(f'{_PLAIN_ID.pattern}(?:","{_PLAIN_ID.pattern})*')  # joined by `","`
 
 
 def _ids_text(message_ids: Sequence[str]) -> str:
