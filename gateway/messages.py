@@ -104,6 +104,10 @@ def _attribute_int(record: QueueRecord, name: str) -> int:
 # fills in full produce requests again.
 WANTED_FOR_MS = 1_000
 
+# A partition whose delivered records this gateway applies: its queue, its key and its applied
+# offset when the batch of delivery reports came (`MessageService._delivered`).
+_ApplyTarget = tuple[QueueRecord, PartitionKey, int]
+
 
 class MessageService:
     def __init__(
@@ -147,8 +151,11 @@ class MessageService:
         # Delivered records not applied yet, by offset (see the module header): those of this
         # event-loop turn, and those past a gap in their partition.
         self._ahead: dict[PartitionKey, dict[int, StoredMessage]] = defaultdict(dict)
-        # Partitions with delivered records to apply at the end of this turn.
-        self._to_apply: dict[PartitionKey, tuple[QueueRecord, str, int]] = {}
+        # Where the delivered records of each partition in this batch of reports apply:
+        # (topic, partition) -> (queue, partition key, applied offset when the batch came),
+        # and the partitions with records to apply at the end of the batch.
+        self._batch_targets: dict[tuple[str, int], _ApplyTarget] = {}
+        self._to_apply: dict[tuple[str, int], _ApplyTarget] = {}
         # (topic, partition) -> applied offset, read by the ingest thread to skip records
         # without decoding them, and with one gateway to pause the partitions it applied
         # whole (`IngestConsumer._follow_ends`). Written only on the event loop.
@@ -190,16 +197,20 @@ class MessageService:
         sends): one lease-store write for all of them, and `applied` settled in the same
         event-loop turn, so the send answers in the next.
         """
-        current = self._registry.by_topic(delivered.topic)
-        if current is None:
-            applied.set_result(None)  # the queue was deleted while the record was in transit
-            return
-        if not self.ownership.serves(delivered.topic, delivered.partition):
-            # Another gateway serves the partition: its ingest applies the record.
-            applied.set_result(None)
-            return
-        pk = partition_keys(current)[delivered.partition]
-        if delivered.offset <= self._leases.applied_offset(pk):
+        where = (delivered.topic, delivered.partition)
+        target = self._batch_targets.get(where)
+        if target is None:
+            # The partition's first record in this batch of reports: where it applies is
+            # asked once, not for each of the batch's records.
+            target = self._apply_target(delivered.topic, delivered.partition)
+            if target is None:
+                # The queue was deleted while the record was in transit, or another gateway
+                # serves the partition: its ingest applies the record.
+                applied.set_result(None)
+                return
+            self._batch_targets[where] = target
+        _, pk, applied_offset = target
+        if delivered.offset <= applied_offset:
             applied.set_result(None)  # ingest was first
             return
         if 0 < delivered.timestamp_ms != message.sent_ms:
@@ -207,20 +218,27 @@ class MessageService:
             # differs only under LogAppendTime).
             message = replace(message, sent_ms=delivered.timestamp_ms)
         self._ahead[pk][delivered.offset] = message
-        self._to_apply[pk] = (current, delivered.topic, delivered.partition)
-        self._ingest_waiters[(delivered.topic, delivered.partition)].append(
-            (delivered.offset, applied)
-        )
+        self._ingest_waiters[where].append((delivered.offset, applied))
+        self._to_apply[where] = target
+
+    def _apply_target(self, topic: str, partition: int) -> _ApplyTarget | None:
+        """The queue, partition key and applied offset of a partition whose delivered records
+        this gateway applies; None when it does not (the queue is gone, or another gateway
+        serves the partition)."""
+        record = self._registry.by_topic(topic)
+        if record is None or not self.ownership.serves(topic, partition):
+            return None
+        pk = partition_keys(record)[partition]
+        return record, pk, self._leases.applied_offset(pk)
 
     def _apply_delivered(self) -> None:
         """After each batch of delivery reports (`AsyncProducer.add_batch_listener`)."""
+        if self._batch_targets:
+            self._batch_targets = {}
         if not self._to_apply:
             return
         to_apply, self._to_apply = self._to_apply, {}
-        for pk, (record, topic, partition) in to_apply.items():
-            if self._registry.by_topic(topic) is None:
-                self._ahead.pop(pk, None)  # the queue was deleted meanwhile
-                continue
+        for (topic, partition), (record, pk, _) in to_apply.items():
             self._apply_ahead(record, topic, partition, pk)
 
     def _apply_ahead(
@@ -315,7 +333,8 @@ class MessageService:
                 outcomes.append(failed)
                 continue
             delivered = delivery.result()
-            await self._applied(applied, delivered)
+            if not applied.done():  # most are: no coroutine per record for the check
+                await self._applied(applied, delivered)
             outcomes.append(delivered)
         return outcomes
 

@@ -20,6 +20,10 @@ class Params:
     def __contains__(self, name: str) -> bool:
         return self._raw.get(name) is not None
 
+    def names_none_of(self, names: frozenset[str]) -> bool:
+        """Whether no member of `names` is in the request at all (one set operation)."""
+        return self._raw.keys().isdisjoint(names)
+
     def raw(self, name: str) -> Any:
         return self._raw.get(name)
 

@@ -186,7 +186,11 @@ def _state_key(pk: PartitionKey) -> bytes:
 class _Batch(WriteBatch):
     """A write batch of one partition that also notes the lease facts it changes (offset ->
     the fact as encoded, or None when removed) for the commit listener, which otherwise
-    had to find them again among the batch's keys (a parse of every key, each commit)."""
+    had to find them again among the batch's keys (a parse of every key, each commit).
+
+    The per-message paths (ingest, a lease, a removal) write `ops` directly (None: a delete)
+    rather than through `put` and `delete`: a method call per key was ~7 of the ~200 Python
+    calls of a message's life."""
 
     facts: dict[int, bytes | None] = field(default_factory=dict)
 
@@ -340,6 +344,7 @@ class LeaseStore:
         """
         st = self._state(pk)
         batch = _Batch()
+        ops = batch.ops
         if now_ms is not None and records:
             self._sweep(pk, st, now_ms)
         added = 0
@@ -356,9 +361,9 @@ class LeaseStore:
             fact = state.ingested_fact(message)
             self._put_fact(pk, st, offset, fact, batch)
             message_key = _message_key(pk, offset)
-            batch.put(message_key, message.encode())
+            ops[message_key] = message.encode()
             self._fresh.add(message_key, message)
-            batch.put(_expiry_key(pk, fact.sent_ms, offset), b"")
+            ops[_expiry_key(pk, fact.sent_ms, offset)] = b""
             oldest = self._oldest_sent_ms.get(pk)
             if oldest is not None and fact.sent_ms < oldest:
                 self._oldest_sent_ms[pk] = fact.sent_ms
@@ -984,7 +989,7 @@ class LeaseStore:
         self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: _Batch
     ) -> None:
         encoded = batch.facts[offset] = fact.encode()
-        batch.put(_fact_key(pk, offset), encoded)
+        batch.ops[_fact_key(pk, offset)] = encoded
         self._visibility[pk].add(
             offset, fact.visible_at_ms, fact.receive_count > 0, st.swept_until_ms
         )
@@ -1000,12 +1005,12 @@ class LeaseStore:
 
     def _drop_sent(self, pk: PartitionKey, offset: int, sent_ms: int, batch: _Batch) -> None:
         """Remove the message at `offset`, sent at `sent_ms` (its expiry key says when)."""
-        batch.delete(_fact_key(pk, offset))
-        batch.facts[offset] = None
+        ops = batch.ops
+        ops[_fact_key(pk, offset)] = batch.facts[offset] = None
         message_key = _message_key(pk, offset)
-        batch.delete(message_key)
+        ops[message_key] = None
         self._fresh.discard(message_key)
-        batch.delete(_expiry_key(pk, sent_ms, offset))
+        ops[_expiry_key(pk, sent_ms, offset)] = None
         self._visibility[pk].remove(offset)
         self._removed(pk)
 

@@ -429,6 +429,13 @@ class FollowerProducer:
         with self._noted_lock:
             self._noted[(topic, key)] = value
 
+    def produce_many(self, topic: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """`produce` for several `(key, value)` records, in their order."""
+        with self._noted_lock:
+            noted = self._noted
+            for key, value in records:
+                noted[(topic, key)] = value
+
     def hand_over(self) -> concurrent.futures.Future[None] | None:
         """Give librdkafka every record noted so far, without waiting for Kafka.
 

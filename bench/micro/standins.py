@@ -146,6 +146,10 @@ class CountingFollower(FollowerProducer):
     def produce(self, topic: str, value: bytes | None, key: bytes) -> None:
         self._log.append(topic, key, None)
 
+    def produce_many(self, topic: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        for key, _ in records:
+            self._log.append(topic, key, None)
+
     def hand_over(self) -> None:
         pass  # counted when produced
 

@@ -48,8 +48,6 @@ def decode(p: Params) -> ReceiveMessageRequest:
 
 
 def _system_attributes(received: Received, names: list[str], fifo_queue: bool) -> dict[str, str]:
-    if not names:
-        return {}
     wanted = set(SYSTEM_ATTRIBUTE_NAMES) if "All" in names else set(names)
     message, fact = received.delivery.message, received.delivery.fact
     values = {
@@ -74,12 +72,15 @@ def _message_result(received: Received, req: ReceiveMessageRequest, fifo_queue: 
         "MD5OfBody": message.md5_of_body(),
         "Body": message.body.decode("utf-8", errors="replace"),
     }
-    if attributes := _system_attributes(received, req.system_attribute_names, fifo_queue):
+    # Most receives ask for neither kind of attribute: then no call is made for them.
+    names = req.system_attribute_names
+    if names and (attributes := _system_attributes(received, names, fifo_queue)):
         out["Attributes"] = attributes
-    selected = select_message_attributes(message.attributes, req.message_attribute_names)
-    if selected:
-        out["MD5OfMessageAttributes"] = md5_of_attributes(selected)
-        out["MessageAttributes"] = {name: value.to_json() for name, value in selected.items()}
+    if req.message_attribute_names and message.attributes:
+        selected = select_message_attributes(message.attributes, req.message_attribute_names)
+        if selected:
+            out["MD5OfMessageAttributes"] = md5_of_attributes(selected)
+            out["MessageAttributes"] = {name: value.to_json() for name, value in selected.items()}
     return out
 
 
