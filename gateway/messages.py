@@ -308,9 +308,10 @@ class MessageService:
         produce requests and their reports arrive together (one lease-store write)."""
         started: list[tuple[asyncio.Future[Delivered], asyncio.Future[None]] | Exception] = []
         bulk = self._bulk_for(record)  # one choice for the batch: its records keep their order
+        fifo = is_fifo(record)
         for message in messages:
             try:
-                started.append(self._start_send(record, message, bulk))
+                started.append(self._start_send(record, message, bulk, fifo))
             except Exception as refused:  # noqa: BLE001 - fails this entry only
                 started.append(refused)
         for delivery in (s[0] for s in started if not isinstance(s, Exception)):
@@ -365,13 +366,19 @@ class MessageService:
         return not self._signals.waiting(record.key)
 
     def _start_send(
-        self, record: QueueRecord, message: StoredMessage, bulk: bool = False
+        self,
+        record: QueueRecord,
+        message: StoredMessage,
+        bulk: bool = False,
+        fifo: bool | None = None,
     ) -> tuple[asyncio.Future[Delivered], asyncio.Future[None]]:
         """Hand the message's record to the producer: the futures of its delivery report and
         of its being applied to the lease store. With `bulk`, a standard queue's record goes
         through the bulk producer (`AsyncProducer.crowded`); a FIFO queue's never does, as
-        records of one group must not overtake each other between the two producers."""
-        fifo = is_fifo(record)
+        records of one group must not overtake each other between the two producers.
+        `fifo` is `is_fifo(record)` when the caller knows it (once for a batch)."""
+        if fifo is None:
+            fifo = is_fifo(record)
         group = message.message_group_id if fifo else None  # FIFO: key = group
         if group is None and message.message_group_id is not None:
             self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)
@@ -380,17 +387,20 @@ class MessageService:
         def on_delivered(delivered: Delivered) -> None:
             self._delivered(message, delivered, applied)
 
+        partition: int | None
+        if group is not None:
+            partition = group_partition(group, record.partitions)
+        elif self._everything_here:
+            partition = None  # the producer's choice, as `_served_partition` says
+        else:
+            partition = self._served_partition(record)
         delivery = self._producer.start(
             record.topic,
             message.body,
             key=(group or message.message_id).encode(),
             headers=to_headers(message, id_in_header=group is not None),
             timestamp_ms=message.sent_ms,
-            partition=(
-                self._served_partition(record)
-                if group is None
-                else group_partition(group, record.partitions)
-            ),
+            partition=partition,
             on_delivered=on_delivered,
             bulk=bulk and not fifo,
         )
@@ -832,7 +842,9 @@ class MessageService:
         for i, receipt_handle in enumerate(receipt_handles):
             try:
                 pk, handle = self._locate(record, receipt_handle)
-                owner = self._owner_elsewhere(record, pk, forward)
+                owner = (
+                    None if self._everything_here else self._owner_elsewhere(record, pk, forward)
+                )
                 if owner is not None:
                     forwarder = self.forwarder_for(owner)
                     forwarded.append((i, forwarder.delete(owner, record.topic, receipt_handle)))

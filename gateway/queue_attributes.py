@@ -122,8 +122,11 @@ ALL_NAMES = (*SETTABLE, *READ_ONLY)
 FIFO_ALL_NAMES = (*ALL_NAMES, *FIFO_ONLY)
 
 
+FIFO_SUFFIX = ".fifo"
+
+
 def is_fifo_name(name: str) -> bool:
-    return name.endswith(".fifo")
+    return name.endswith(FIFO_SUFFIX)
 
 
 def fifo_only_message(name: str) -> str:

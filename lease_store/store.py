@@ -871,7 +871,7 @@ class LeaseStore:
             self._drop(pk, offset, fact, batch)
             outcome.expired += 1
             outcome.expired_ids.append(message.message_id)
-        elif state.exceeds_max_receives(fact, max_receive_count):
+        elif max_receive_count is not None and state.exceeds_max_receives(fact, max_receive_count):
             held = fact.with_visible_at(now_ms + dead_letter_hold_ms)
             self._replace_fact(pk, st, offset, held, batch)
             outcome.dead_letter.append(Delivery(offset, held, message))

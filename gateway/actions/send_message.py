@@ -82,28 +82,52 @@ def decode(p: Params) -> SendMessageRequest:
     return decode_entry(p, p.required_str("QueueUrl"))
 
 
+@value_class
+class QueueSendSettings:
+    """What a send takes from its queue's attributes: read once per request, not per message."""
+
+    max_bytes: int  # MaximumMessageSize
+    delay_s: int  # DelaySeconds, for a message that names none
+    fifo: bool
+
+
+def send_settings(record: QueueRecord) -> QueueSendSettings:
+    attributes = record.attributes
+    return QueueSendSettings(
+        max_bytes=int(attributes.get("MaximumMessageSize", DEFAULTS["MaximumMessageSize"])),
+        delay_s=int(attributes.get("DelaySeconds", DEFAULTS["DelaySeconds"])),
+        fifo=is_fifo(record),
+    )
+
+
 def build_message(
-    req: SendMessageRequest, record: QueueRecord, ctx: RequestContext
+    req: SendMessageRequest,
+    record: QueueRecord,
+    ctx: RequestContext,
+    settings: QueueSendSettings | None = None,
 ) -> StoredMessage:
-    """The message to append, with the queue's defaults applied and its size limit checked."""
-    max_bytes = int(record.attributes.get("MaximumMessageSize", DEFAULTS["MaximumMessageSize"]))
-    if req.size > max_bytes:
+    """The message to append, with the queue's defaults applied and its size limit checked.
+
+    `settings` are the queue's (`send_settings`), read once for the entries of a batch."""
+    if settings is None:
+        settings = send_settings(record)
+    if req.size > settings.max_bytes:
         raise InvalidParameterValue(
             f"One or more parameters are invalid. Reason: Message must be shorter than "
-            f"{max_bytes} bytes."
+            f"{settings.max_bytes} bytes."
         )
     body = req.message_body.encode()
     deduplication_id = deduplication_scope = None
     delay_s = req.delay_seconds
-    if is_fifo(record):
+    if settings.fifo:
         group, deduplication_id, deduplication_scope = check_fifo_send(
             record, body, req.message_group_id, req.message_deduplication_id, delay_s
         )
         delay_s = None  # the queue's delay applies
-    else:
+    elif req.message_group_id is not None or req.message_deduplication_id is not None:
         check_standard_send(req.message_group_id, req.message_deduplication_id)
     if delay_s is None:
-        delay_s = int(record.attributes.get("DelaySeconds", DEFAULTS["DelaySeconds"]))
+        delay_s = settings.delay_s
     trace = req.message_system_attributes.get("AWSTraceHeader")
     return StoredMessage(
         message_id=new_uuid(),

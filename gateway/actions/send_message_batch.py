@@ -52,11 +52,12 @@ async def _send_all(
     entries: list[SendMessageRequest], ctx: RequestContext
 ) -> Sequence[Result | Exception]:
     record = ctx.queue(entries[0].queue_url)  # the batch's queue, for every entry
+    settings = send_message.send_settings(record)
     answers: list[Result | Exception] = []
     built: list[tuple[int, StoredMessage]] = []
     for req in entries:
         try:
-            built.append((len(answers), send_message.build_message(req, record, ctx)))
+            built.append((len(answers), send_message.build_message(req, record, ctx, settings)))
             answers.append({})  # replaced below
         except Exception as error:  # noqa: BLE001 - fails this entry only (or, a bug, the batch)
             answers.append(error)
