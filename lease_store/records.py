@@ -119,7 +119,7 @@ class StoredMessage:
 
     def md5_of_body(self) -> str:
         """MD5OfBody / MD5OfMessageBody, as SQS returns them (hex)."""
-        return self._body_digest().hex()
+        return (self.body_md5 or hashlib.md5(self.body).digest()).hex()  # `_body_digest`
 
     def _body_digest(self) -> bytes:
         return self.body_md5 or hashlib.md5(self.body).digest()

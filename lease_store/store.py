@@ -57,6 +57,7 @@ from lease_store.visibility import PartitionVisibility
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 _STATE = struct.Struct(">qqqqqq")
+_offset_bytes = _I64.pack
 _FACT_TIMES = struct.Struct(">qqi")  # the head of an encoded LeaseFact (records.py)
 _MAX_TIME = (1 << 62) - 1
 _FIFO_GROUP_CACHE = 50_000  # offsets per partition whose message group is kept in memory
@@ -71,12 +72,24 @@ class PartitionKey:
     call for each of those lookups.
     """
 
-    __slots__ = ("incarnation", "partition", "prefix", "__weakref__")
+    __slots__ = (
+        "incarnation",
+        "partition",
+        "prefix",
+        "fact_prefix",
+        "message_prefix",
+        "expiry_prefix",
+        "__weakref__",
+    )
     incarnation: bytes  # 16 bytes
     partition: int
     # Every key of the partition starts with it: built once (a message operation builds
     # several keys; recomputing it was ~20 calls per message moved).
     prefix: bytes
+    # The partition's keys of each region (`_fact_key`, `_message_key`, `_expiry_key`).
+    fact_prefix: bytes
+    message_prefix: bytes
+    expiry_prefix: bytes
 
     def __new__(cls, incarnation: bytes, partition: int) -> PartitionKey:
         prefix = incarnation + _U32.pack(partition)
@@ -89,6 +102,9 @@ class PartitionKey:
                     object.__setattr__(pk, "incarnation", incarnation)
                     object.__setattr__(pk, "partition", partition)
                     object.__setattr__(pk, "prefix", prefix)
+                    object.__setattr__(pk, "fact_prefix", b"F" + prefix)
+                    object.__setattr__(pk, "message_prefix", b"M" + prefix)
+                    object.__setattr__(pk, "expiry_prefix", b"X" + prefix)
                     _INTERNED[prefix] = pk
         return pk
 
@@ -166,16 +182,19 @@ class ReceiveOutcome:
     expired_ids: list[str] = field(default_factory=list)  # their message ids
 
 
+# The keys of a message's fact, stored copy and expiry entry. The per-message paths
+# (`ingest`, `_message`, `_put_fact`, `_drop_sent`) build them in place from the same parts
+# (`_offset_bytes`): three calls of these per message moved were ~4 % of its Python calls.
 def _fact_key(pk: PartitionKey, offset: int) -> bytes:
-    return b"F" + pk.prefix + _I64.pack(offset)
+    return pk.fact_prefix + _offset_bytes(offset)
 
 
 def _message_key(pk: PartitionKey, offset: int) -> bytes:
-    return b"M" + pk.prefix + _I64.pack(offset)
+    return pk.message_prefix + _offset_bytes(offset)
 
 
 def _expiry_key(pk: PartitionKey, sent_ms: int, offset: int) -> bytes:
-    return b"X" + pk.prefix + _I64.pack(max(sent_ms, 0)) + _I64.pack(offset)
+    return pk.expiry_prefix + _offset_bytes(max(sent_ms, 0)) + _offset_bytes(offset)
 
 
 def _state_key(pk: PartitionKey) -> bytes:
@@ -360,10 +379,11 @@ class LeaseStore:
                 continue  # a FIFO duplicate within the deduplication window: never delivered
             fact = state.ingested_fact(message)
             self._put_fact(pk, st, offset, fact, batch)
-            message_key = _message_key(pk, offset)
+            at = _offset_bytes(offset)
+            message_key = pk.message_prefix + at  # _message_key
             ops[message_key] = message.encode()
             self._fresh.add(message_key, message)
-            ops[_expiry_key(pk, fact.sent_ms, offset)] = b""
+            ops[pk.expiry_prefix + _offset_bytes(max(fact.sent_ms, 0)) + at] = b""  # _expiry_key
             oldest = self._oldest_sent_ms.get(pk)
             if oldest is not None and fact.sent_ms < oldest:
                 self._oldest_sent_ms[pk] = fact.sent_ms
@@ -975,7 +995,7 @@ class LeaseStore:
         """A message that has a fact (one being received): kept since its ingest (fresh.py),
         or read. Only such a message is looked for among the kept ones: a partition dropped
         whole leaves its kept entries to age out, and `message` must not find those."""
-        key = _message_key(pk, offset)
+        key = pk.message_prefix + _offset_bytes(offset)  # _message_key
         message = self._fresh.get(key) or self._stored_message(key)
         if message is None:
             raise RuntimeError(f"lease fact for offset {offset} has no stored message")
@@ -989,7 +1009,7 @@ class LeaseStore:
         self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: _Batch
     ) -> None:
         encoded = batch.facts[offset] = fact.encode()
-        batch.ops[_fact_key(pk, offset)] = encoded
+        batch.ops[pk.fact_prefix + _offset_bytes(offset)] = encoded  # _fact_key
         self._visibility[pk].add(
             offset, fact.visible_at_ms, fact.receive_count > 0, st.swept_until_ms
         )
@@ -1006,11 +1026,12 @@ class LeaseStore:
     def _drop_sent(self, pk: PartitionKey, offset: int, sent_ms: int, batch: _Batch) -> None:
         """Remove the message at `offset`, sent at `sent_ms` (its expiry key says when)."""
         ops = batch.ops
-        ops[_fact_key(pk, offset)] = batch.facts[offset] = None
-        message_key = _message_key(pk, offset)
+        at = _offset_bytes(offset)
+        ops[pk.fact_prefix + at] = batch.facts[offset] = None  # the keys: _fact_key, ...
+        message_key = pk.message_prefix + at
         ops[message_key] = None
         self._fresh.discard(message_key)
-        ops[_expiry_key(pk, sent_ms, offset)] = None
+        ops[pk.expiry_prefix + _offset_bytes(max(sent_ms, 0)) + at] = None
         self._visibility[pk].remove(offset)
         self._removed(pk)
 

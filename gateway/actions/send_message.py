@@ -149,10 +149,10 @@ def sent_result(message: StoredMessage, req: SendMessageRequest) -> Result:
         "MessageId": message.message_id,
         "MD5OfMessageBody": message.md5_of_body(),
     }
-    if (attributes_md5 := md5_of_attributes(message.attributes)) is not None:
-        result["MD5OfMessageAttributes"] = attributes_md5
-    if (system_md5 := md5_of_attributes(req.message_system_attributes)) is not None:
-        result["MD5OfMessageSystemAttributes"] = system_md5
+    if message.attributes:  # (most sends have none: no call then)
+        result["MD5OfMessageAttributes"] = md5_of_attributes(message.attributes)
+    if req.message_system_attributes:
+        result["MD5OfMessageSystemAttributes"] = md5_of_attributes(req.message_system_attributes)
     return result
 
 
