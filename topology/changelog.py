@@ -54,11 +54,12 @@ TOPIC_CONFIG = {
 _STATE = "state"
 
 
+# A fact's key: its partition's part (`_key_prefix`), then the offset in 20 digits.
+_OFFSET = b"%020d"
+
+
 def fact_key(pk: PartitionKey, offset: int) -> bytes:
     return _key_prefix(pk.prefix) + _OFFSET % offset
-
-
-_OFFSET = b"%020d"
 
 
 @functools.lru_cache(maxsize=4096)
