@@ -17,8 +17,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from gateway.queue_attributes import DEFAULTS
-from gateway.queues import partition_keys
+from gateway.queues import attribute_int, partition_keys
 from lease_store.clock import Clock
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.store import FORMAT_VERSION, CommitListener, LeaseStore
@@ -34,9 +33,7 @@ def rebuild_targets(records: Iterable[QueueRecord]) -> list[RebuildTarget]:
     for record in records:
         if record.deleted:
             continue
-        retention_s = int(
-            record.attributes.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"])
-        )
+        retention_s = attribute_int(record, "MessageRetentionPeriod")
         targets += [
             RebuildTarget(pk, record.topic, retention_s * 1000) for pk in partition_keys(record)
         ]

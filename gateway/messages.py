@@ -45,9 +45,9 @@ from gateway.fifo import FifoService
 from gateway.forwarding import Forwarder, NotServedHere, QueueGaugeParts, Received
 from gateway.group_sync import GroupSync
 from gateway.ownership import EveryPartition, GroupOwnership
-from gateway.queue_attributes import DEFAULTS
 from gateway.queues import (
     QueueRegistry,
+    attribute_int,
     group_partition,
     is_fifo,
     partition_keys,
@@ -92,10 +92,6 @@ T = TypeVar("T")
 
 def _nobody_to_wake(topic: str, partition: int) -> None:
     """`MessageService.wake_ingest` before ingest is there."""
-
-
-def _attribute_int(record: QueueRecord, name: str) -> int:
-    return int(record.attributes.get(name, DEFAULTS[name]))
 
 
 # How long after a receive found a queue empty its sends skip the bulk producer's linger
@@ -584,7 +580,7 @@ class MessageService:
         if dlq is not None and not redrive_allows(dlq, self.queue_arn_of(record)):
             dlq = None  # the DLQ's RedriveAllowPolicy no longer admits this queue: keep it
         max_receive_count = redrive[1] if redrive and dlq else None
-        retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
+        retention_ms = attribute_int(record, "MessageRetentionPeriod") * 1000
         fifo_queue = is_fifo(record)
         received: list[Received] = []
         moved = 0
@@ -1187,7 +1183,7 @@ class MessageService:
     def _counts_of(self, record: QueueRecord, pks: Iterable[PartitionKey]) -> Counts:
         """Exact counters of these partitions (served here), expired messages dropped first."""
         now_ms = self._clock.now_ms()
-        retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
+        retention_ms = attribute_int(record, "MessageRetentionPeriod") * 1000
         total = Counts()
         for pk in pks:
             if message_ids := self._leases.expire_ids(pk, now_ms, retention_ms):
@@ -1203,7 +1199,7 @@ class MessageService:
         periodic sweep (`expiry.py`).
         """
         now_ms = self._clock.now_ms()
-        retention_ms = _attribute_int(record, "MessageRetentionPeriod") * 1000
+        retention_ms = attribute_int(record, "MessageRetentionPeriod") * 1000
         dropped = 0
         for pk in self.served(record):
             message_ids = self._leases.expire_ids(pk, now_ms, retention_ms)

@@ -67,8 +67,7 @@ from gateway.errors import (
 )
 from gateway.forwarding import Forwarder
 from gateway.messages import MessageService
-from gateway.queue_attributes import DEFAULTS
-from gateway.queues import QueueRegistry, is_fifo, partition_keys
+from gateway.queues import QueueRegistry, attribute_int, is_fifo, partition_keys
 from lease_store.clock import Clock
 from lease_store.records import StoredMessage
 from lease_store.store import Delivery, LeaseStore, PartitionKey
@@ -438,9 +437,7 @@ class MoveTasks:
         """Hold up to `wanted` visible messages of these partitions, served here
         (`NotServedHere` otherwise), out of sight for `HOLD_MS`."""
         now_ms = self._clock.now_ms()
-        retention_ms = 1000 * int(
-            source.attributes.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"])
-        )
+        retention_ms = 1000 * attribute_int(source, "MessageRetentionPeriod")
         keys = partition_keys(source)
         held: list[tuple[PartitionKey, Delivery]] = []
         for partition in self._messages.served_here(source, partitions):
@@ -576,7 +573,7 @@ class MoveTasks:
             message_id=str(uuid.uuid4()),
             body=original.body,
             sent_ms=self._clock.now_ms(),
-            delay_s=int(destination.attributes.get("DelaySeconds", DEFAULTS["DelaySeconds"])),
+            delay_s=attribute_int(destination, "DelaySeconds"),
             attributes=original.attributes,
             sender_id=original.sender_id,
             aws_trace_header=original.aws_trace_header,

@@ -69,10 +69,13 @@ def _partition_keys(incarnation_hex: str, partitions: int) -> tuple[PartitionKey
     return tuple(PartitionKey(incarnation, p) for p in range(partitions))
 
 
+def attribute_int(record: QueueRecord, name: str) -> int:
+    """An integer attribute of the queue (`DelaySeconds`, ...), its default when not set."""
+    return int(record.attributes.get(name, DEFAULTS[name]))
+
+
 def topic_retention_ms(record: QueueRecord) -> str:
-    retention_s = int(
-        record.attributes.get("MessageRetentionPeriod", DEFAULTS["MessageRetentionPeriod"])
-    )
+    retention_s = attribute_int(record, "MessageRetentionPeriod")
     return str(retention_s * 1000 + limits.RETENTION_MARGIN_MS)
 
 

@@ -10,8 +10,7 @@ from gateway.fifo import check_attempt_id
 from gateway.forwarding import Received
 from gateway.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_message_attributes
 from gateway.params import Params
-from gateway.queue_attributes import DEFAULTS
-from gateway.queues import is_fifo
+from gateway.queues import attribute_int, is_fifo
 from lease_store.fifo import sequence_number
 from lease_store.value_class import value_class
 
@@ -86,17 +85,12 @@ def _message_result(received: Received, req: ReceiveMessageRequest, fifo_queue: 
 
 async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
-    attributes = record.attributes
     visibility_s = req.visibility_timeout
     if visibility_s is None:
-        visibility_s = int(attributes.get("VisibilityTimeout", DEFAULTS["VisibilityTimeout"]))
+        visibility_s = attribute_int(record, "VisibilityTimeout")
     wait_s = req.wait_time_seconds
     if wait_s is None:
-        wait_s = int(
-            attributes.get(
-                "ReceiveMessageWaitTimeSeconds", DEFAULTS["ReceiveMessageWaitTimeSeconds"]
-            )
-        )
+        wait_s = attribute_int(record, "ReceiveMessageWaitTimeSeconds")
     ctx.notes.long_poll = wait_s > 0
     fifo_queue = is_fifo(record)
     attempt_id = req.receive_request_attempt_id if fifo_queue else None  # FIFO only, as in SQS

@@ -14,8 +14,7 @@ from gateway.fifo import check_fifo_send, check_standard_send
 from gateway.ids import new_uuid
 from gateway.message_attributes import message_size, parse_attributes, validate_body
 from gateway.params import Params
-from gateway.queue_attributes import DEFAULTS
-from gateway.queues import is_fifo
+from gateway.queues import attribute_int, is_fifo
 from lease_store.records import AttributeValue, StoredMessage
 from lease_store.value_class import value_class
 from topology.catalog import QueueRecord
@@ -92,10 +91,9 @@ class QueueSendSettings:
 
 
 def send_settings(record: QueueRecord) -> QueueSendSettings:
-    attributes = record.attributes
     return QueueSendSettings(
-        max_bytes=int(attributes.get("MaximumMessageSize", DEFAULTS["MaximumMessageSize"])),
-        delay_s=int(attributes.get("DelaySeconds", DEFAULTS["DelaySeconds"])),
+        max_bytes=attribute_int(record, "MaximumMessageSize"),
+        delay_s=attribute_int(record, "DelaySeconds"),
         fifo=is_fifo(record),
     )
 
