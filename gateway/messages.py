@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -184,7 +185,7 @@ class MessageService:
         self._apply_ahead(record, topic, partition, pk)
 
     def _delivered(
-        self, message: StoredMessage, delivered: Delivered, applied: asyncio.Future[None]
+        self, message: StoredMessage, applied: asyncio.Future[None], delivered: Delivered
     ) -> None:
         """A record this gateway produced was acknowledged (on the loop, from its report).
 
@@ -379,10 +380,6 @@ class MessageService:
         if group is None and message.message_group_id is not None:
             self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)
         applied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def on_delivered(delivered: Delivered) -> None:
-            self._delivered(message, delivered, applied)
-
         partition: int | None
         if group is not None:
             partition = group_partition(group, record.partitions)
@@ -397,7 +394,7 @@ class MessageService:
             headers=to_headers(message, id_in_header=group is not None),
             timestamp_ms=message.sent_ms,
             partition=partition,
-            on_delivered=on_delivered,
+            on_delivered=functools.partial(self._delivered, message, applied),
             bulk=bulk and not fifo,
         )
         return delivery, applied
@@ -603,7 +600,20 @@ class MessageService:
             outcome = take(pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count)
             if plain and any(d.message.message_group_id is not None for d in outcome.delivered):
                 self.fair_topics.add(record.topic)  # fair from the next receive on
-            received.extend(Received(d, self._handle(record, pk, d)) for d in outcome.delivered)
+            encode = self._handles.encode  # each message received gets its receipt handle
+            received.extend(
+                [
+                    Received(
+                        d,
+                        encode(
+                            ReceiptHandle(
+                                pk.incarnation, pk.partition, d.offset, d.fact.receive_count
+                            )
+                        ),
+                    )
+                    for d in outcome.delivered
+                ]
+            )
             if outcome.expired_ids:
                 self._events.expired(record, outcome.expired_ids)
             if outcome.dead_letter and dlq is not None:
@@ -661,13 +671,6 @@ class MessageService:
 
     def queue_arn_of(self, record: QueueRecord) -> str:
         return queue_arn(record)
-
-    def _handle(self, record: QueueRecord, pk: PartitionKey, delivery: Delivery) -> str:
-        return self._handles.encode(
-            ReceiptHandle(
-                pk.incarnation, pk.partition, delivery.offset, delivery.fact.receive_count
-            )
-        )
 
     # -- delete and visibility -------------------------------------------------------------
 

@@ -28,9 +28,11 @@ class Params:
         return self._raw.get(name)
 
     def required_str(self, name: str) -> str:
-        value = self.optional_str(name)
+        value = self._raw.get(name)  # `optional_str`, in place: several per message sent
         if value is None or value == "":
             raise MissingParameter.named(name)
+        if not isinstance(value, str):
+            raise _invalid(name, value)
         return value
 
     def optional_str(self, name: str) -> str | None:

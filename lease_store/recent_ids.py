@@ -44,18 +44,10 @@ class Recent(Generic[K, V]):
         return len(self._new) + len(self._old)
 
 
-class RecentIds:
-    """`(MessageId, SentTimestamp)` of recently received messages, by partition and offset."""
+class RecentIds(Recent[tuple[bytes, int], tuple[str, int]]):
+    """`(MessageId, SentTimestamp)` of recently received messages, by `(partition prefix,
+    offset)`. `take` forgets what it returns (the message is being deleted). The `Recent`
+    methods themselves, not wrappers: they run for every message received and deleted."""
 
     def __init__(self, size: int = 50_000) -> None:
-        self._ids: Recent[tuple[bytes, int], tuple[str, int]] = Recent(size)
-
-    def remember(self, prefix: bytes, offset: int, message_id: str, sent_ms: int) -> None:
-        self._ids.remember((prefix, offset), (message_id, sent_ms))
-
-    def take(self, prefix: bytes, offset: int) -> tuple[str, int] | None:
-        """What was remembered of this message, forgotten here (it is being deleted)."""
-        return self._ids.take((prefix, offset))
-
-    def __len__(self) -> int:
-        return len(self._ids)
+        super().__init__(size)

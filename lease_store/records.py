@@ -26,6 +26,7 @@ _V2 = struct.Struct(">BqiiqIIIIIIII")
 _FORMAT_3 = 3
 _FORMAT_2 = 2
 _ABSENT = 0xFFFFFFFF  # the length of a text field that is None
+_FIVE_ABSENT = (_ABSENT,) * 5  # the five optional texts of most messages (`encode`)
 # Where the MessageId's length sits in the header of each format.
 _ID_LENGTH_AT = {_FORMAT_3: 1 + 8 + 4 + 4 + 8 + 16, _FORMAT_2: 1 + 8 + 4 + 4 + 8}
 _HEADER_SIZE = {_FORMAT_3: _V3.size, _FORMAT_2: _V2.size}
@@ -133,6 +134,35 @@ class StoredMessage:
         JSON because every message is encoded once and decoded at each receive: this is ~2×
         cheaper both ways.
         """
+        if (
+            self.aws_trace_header is None
+            and self.message_group_id is None
+            and self.dead_letter_source_arn is None
+            and self.deduplication_id is None
+            and self.deduplication_scope is None
+            and not self.attributes
+        ):
+            # Most messages: of the texts only the id and the sender, no attributes. The
+            # same bytes as the general way below, in one pack and one join (it is ~2.5x
+            # the cost, on every message sent).
+            message_id, sender_id = self.message_id.encode(), self.sender_id.encode()
+            head = _V3.pack(
+                _FORMAT_3,
+                self.sent_ms,
+                self.delay_s,
+                self.receive_count,
+                self.first_receive_ms,
+                self.body_md5 or hashlib.md5(self.body).digest(),  # `_body_digest`
+                len(message_id),
+                len(sender_id),
+                *_FIVE_ABSENT,
+                0,
+            )
+            return b"".join((head, message_id, sender_id, self.body))
+        return self._encode_any()
+
+    def _encode_any(self) -> bytes:
+        """`encode` for any message."""
         lengths: list[int] = []
         parts: list[bytes] = []  # after the header: the texts present, attributes, body
         for text in self._texts():

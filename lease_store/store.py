@@ -472,7 +472,7 @@ class LeaseStore:
             # its MessageId and SentTimestamp (recent_ids.py).
             if offset in removed or offset not in vis:
                 continue
-            remembered = self._received_ids.take(pk.prefix, offset)
+            remembered = self._received_ids.take((pk.prefix, offset))
             if remembered is None:
                 sent_ms = self._require_fact(pk, offset).sent_ms
                 raw = self._kv.get(_message_key(pk, offset))
@@ -796,7 +796,7 @@ class LeaseStore:
                 leased = state.receive(fact, now_ms, visibility_ms)
                 self._replace_fact(pk, st, offset, leased, batch)
                 outcome.delivered.append(Delivery(offset, leased, message))
-                self._received_ids.remember(pk.prefix, offset, message.message_id, fact.sent_ms)
+                self._received_ids.remember((pk.prefix, offset), (message.message_id, fact.sent_ms))
                 taken.setdefault(group, []).append(offset)
         for group in candidates:
             if group in taken:
@@ -899,7 +899,7 @@ class LeaseStore:
             leased = state.receive(fact, now_ms, visibility_ms)
             self._replace_fact(pk, st, offset, leased, batch)
             outcome.delivered.append(Delivery(offset, leased, message))
-            self._received_ids.remember(pk.prefix, offset, message.message_id, fact.sent_ms)
+            self._received_ids.remember((pk.prefix, offset), (message.message_id, fact.sent_ms))
 
     def _group_locked(self, pk: PartitionKey, group: str, now_ms: int, get: fifo.Get) -> bool:
         """Whether a message the group's last receive took is still out of sight."""

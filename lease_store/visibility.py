@@ -4,7 +4,7 @@ Every live message of a partition is in exactly one of two places:
 
 * **ready**: visible as of the partition's last sweep, ordered by offset, so a receive takes
   the oldest first (a message whose lease expired comes before a newer one sent meanwhile,
-  as SQS does in practice, and as FIFO needs);
+  as SQS does in practice, and as FIFO needs); `ready_set.py`;
 * **waiting**: hidden until its `visible_at_ms` (a lease, a delay, a dead-letter or move-task
   hold), with whether it was ever received, which tells in-flight from delayed.
 
@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
-from itertools import islice
 
-from sortedcontainers import SortedList
+from lease_store.ready_set import ReadySet
 
 # Below this many entries a heap full of stale ones costs nothing worth a rebuild.
 _MIN_REBUILD = 1024
@@ -39,7 +38,7 @@ class PartitionVisibility:
     __slots__ = ("_delayed", "_due", "_ready", "_redelivered", "_waiting")
 
     def __init__(self) -> None:
-        self._ready: SortedList[int] = SortedList()
+        self._ready = ReadySet()
         # Ready offsets received before (their lease ended): few, unlike the never-received
         # backlog, whose lease facts are still what ingest derived from the message.
         self._redelivered: set[int] = set()
@@ -63,7 +62,7 @@ class PartitionVisibility:
                 vis._waiting[offset] = visible_at_ms
                 if receive_count == 0:
                     vis._delayed.add(offset)
-        vis._ready.update(ready)
+        vis._ready = ReadySet(ready)
         vis._due = [(at_ms, offset) for offset, at_ms in vis._waiting.items()]
         heapq.heapify(vis._due)
         return vis
@@ -90,7 +89,7 @@ class PartitionVisibility:
 
     def first_ready(self, limit: int) -> list[int]:
         """The `limit` oldest visible offsets (complete only right after a sweep)."""
-        return list(islice(self._ready, limit))
+        return self._ready.first(limit)
 
     def was_received(self, offset: int) -> bool:
         """Whether a ready message was ever received (its receive count is not 0)."""

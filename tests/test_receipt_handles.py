@@ -218,10 +218,57 @@ def test_a_handle_of_another_queue_incarnation_cannot_be_made_by_editing_one(
 def test_a_correctly_signed_handle_of_an_unknown_version_is_invalid(
     codec: ReceiptHandleCodec,
 ) -> None:
-    # Given a handle laid out and signed like version 1, but labelled version 2
-    payload = struct.pack(">B16sIqI", 2, bytes(16), 0, 0, 1)
-    mac = hmac.new(SECRET, payload, hashlib.sha256).digest()[:16]
-    text = base64.urlsafe_b64encode(payload + mac).decode("ascii").rstrip("=")
+    # Given handles laid out and signed like versions 1 and 2, but labelled version 3
+    payload = struct.pack(">B16sIqI", 3, bytes(16), 0, 0, 1)
+    for mac in (_hmac_sha256(payload), _keyed_blake2b(payload)):
+        text = base64.b64encode(payload + mac).decode("ascii").rstrip("=")
+
+        # When / Then
+        assert_invalid(codec, text)
+
+
+def _hmac_sha256(payload: bytes) -> bytes:
+    """Version 1's MAC."""
+    return hmac.new(SECRET, payload, hashlib.sha256).digest()[:16]
+
+
+def _keyed_blake2b(payload: bytes) -> bytes:
+    """Version 2's MAC, as `lease_store/handles.py` derives its key."""
+    key = hashlib.sha256(b"kqs receipt handle v2\0" + SECRET).digest()
+    return hashlib.blake2b(payload, key=key, digest_size=16).digest()
+
+
+def test_handles_are_issued_as_version_2_with_a_keyed_blake2b_mac(
+    codec: ReceiptHandleCodec,
+) -> None:
+    # When
+    raw = base64.b64decode(codec.encode(a_receipt_handle()) + "==")
+
+    # Then
+    payload, mac = raw[:33], raw[33:]
+    assert payload[0] == 2
+    assert mac == _keyed_blake2b(payload)
+
+
+@pytest.mark.parametrize("urlsafe", [False, True], ids=["standard", "url-safe"])
+def test_a_version_1_handle_signed_with_hmac_sha256_is_still_accepted(
+    codec: ReceiptHandleCodec, urlsafe: bool
+) -> None:
+    # Given a handle an earlier version issued (HMAC-SHA256), before an upgrade
+    handle = a_receipt_handle(queue=5, partition=2, offset=77, epoch=4)
+    payload = struct.pack(">B16sIqI", 1, handle.incarnation, 2, 77, 4)
+    encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
+    text = encode(payload + _hmac_sha256(payload)).decode("ascii").rstrip("=")
+
+    # When / Then: it still decodes, and tampered with it does not
+    assert codec.decode(text) == handle
+    assert_invalid(codec, with_char_replaced(text, 30))
+
+
+def test_a_version_1_handle_with_a_blake2b_mac_is_invalid(codec: ReceiptHandleCodec) -> None:
+    # Given a version 2 MAC on a payload relabelled version 1: each version has its own MAC
+    payload = struct.pack(">B16sIqI", 1, bytes(16), 0, 0, 1)
+    text = base64.b64encode(payload + _keyed_blake2b(payload)).decode("ascii").rstrip("=")
 
     # When / Then
     assert_invalid(codec, text)

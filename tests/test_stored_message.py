@@ -42,6 +42,31 @@ def test_a_message_reads_back_as_written(message: StoredMessage) -> None:
     assert StoredMessage.id_of(raw) == message.message_id
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        PLAIN,
+        StoredMessage(
+            message_id="id-ü",
+            body=b"",
+            sent_ms=-5,
+            delay_s=900,
+            sender_id="",
+            receive_count=2,
+            first_receive_ms=7,
+            body_md5=hashlib.md5(b"").digest(),
+        ),
+    ],
+    ids=["plain", "empty-body-moved"],
+)
+def test_the_common_message_is_stored_as_the_general_way_stores_it(
+    message: StoredMessage,
+) -> None:
+    # `encode` writes a message without optional texts or attributes in one pack; its bytes
+    # must be exactly those of the general encoding (`_encode_any`), which decode reads.
+    assert message.encode() == message._encode_any()
+
+
 def _format_1(message: StoredMessage) -> bytes:
     """What versions before format 2 stored: a 4-byte length, JSON metadata, the body."""
     meta = {
@@ -109,9 +134,9 @@ def test_the_stored_digest_is_the_one_a_send_computed() -> None:
 def test_the_ids_of_received_messages_are_taken_once_and_bounded() -> None:
     ids = RecentIds(size=2)
     for offset in range(5):
-        ids.remember(b"p", offset, f"m{offset}", 1000 + offset)
+        ids.remember((b"p", offset), (f"m{offset}", 1000 + offset))
     assert len(ids) <= 4  # two generations of at most two
-    assert ids.take(b"p", 4) == ("m4", 1004)
-    assert ids.take(b"p", 4) is None  # taken: a second delete reads the store
-    assert ids.take(b"p", 0) is None  # dropped with an older generation
-    assert ids.take(b"q", 3) is None  # another partition's offset 3
+    assert ids.take((b"p", 4)) == ("m4", 1004)
+    assert ids.take((b"p", 4)) is None  # taken: a second delete reads the store
+    assert ids.take((b"p", 0)) is None  # dropped with an older generation
+    assert ids.take((b"q", 3)) is None  # another partition's offset 3

@@ -67,6 +67,10 @@ class ProduceFailed(Exception):
         self.dropped = error.code() == KafkaError._PURGE_QUEUE
 
 
+# How many topics' shards `AsyncProducer._shard_for` remembers before it starts over.
+_SHARD_MEMO_LIMIT = 100_000
+
+
 @value_class
 class Delivered:
     topic: str
@@ -136,6 +140,9 @@ class AsyncProducer:
         self._batch_listeners: list[Callable[[], None]] = []
         # Records waiting for room in a full local queue (see `start`).
         self._waiting_for_room: set[asyncio.Task[None]] = set()
+        # Each topic's shard, once chosen (a CRC of the name): asked for every record.
+        self._shard_of: dict[str, _Shard] = {}
+        self._bulk_shard_of: dict[str, _Shard] = {}
         self._shard(0)  # connect now: a misconfigured bootstrap shows at start-up
 
     def crowded(self) -> bool:
@@ -144,9 +151,16 @@ class AsyncProducer:
         return self.unsettled >= CROWDED_RECORDS
 
     def _shard_for(self, topic: str, bulk: bool = False) -> _Shard:
-        count = len(self._shards)
-        index = zlib.crc32(topic.encode()) % count if count > 1 else 0
-        return self._shard(index, bulk and bool(self._bulk_shards))
+        bulk = bulk and bool(self._bulk_shards)
+        chosen = self._bulk_shard_of if bulk else self._shard_of
+        shard = chosen.get(topic)
+        if shard is None:
+            count = len(self._shards)
+            index = zlib.crc32(topic.encode()) % count if count > 1 else 0
+            if len(chosen) >= _SHARD_MEMO_LIMIT:
+                chosen.clear()  # topics come and go with their queues: keep it bounded
+            shard = chosen[topic] = self._shard(index, bulk)
+        return shard
 
     def _shard(self, index: int, bulk: bool = False) -> _Shard:
         shards = self._bulk_shards if bulk else self._shards
@@ -204,9 +218,10 @@ class AsyncProducer:
                 if not future.done():
                     future.set_exception(ProduceFailed(error))
                 continue
-            topic, partition, offset = coordinates(msg)
-            _, timestamp_ms = msg.timestamp()
-            delivered = Delivered(topic, partition, offset, timestamp_ms)
+            # `coordinates`, in place: this runs for every record produced.
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            assert topic is not None and partition is not None and offset is not None
+            delivered = Delivered(topic, partition, offset, msg.timestamp()[1])
             if on_delivered is not None:
                 # Even for a send whose caller is gone (cancelled): the record is in Kafka,
                 # and applying it now keeps the partition's later records from waiting on it.
