@@ -88,8 +88,10 @@ def decode_batch(
     return BatchRequest(
         queue_url,
         tuple(
-            _decode_entry(entry_id, entry, queue_url, decode_entry)
-            for entry_id, entry in zip(ids, raw_entries, strict=True)
+            [
+                _decode_entry(entry_id, entry, queue_url, decode_entry)
+                for entry_id, entry in zip(ids, raw_entries, strict=True)
+            ]
         ),
     )
 

@@ -7,7 +7,8 @@ the getters accept both and raise the SQS error for a bad value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import Any
 
 from gateway.errors import InvalidParameterValue, MissingParameter
@@ -97,7 +98,7 @@ class Params:
         value = self._raw.get(name)
         if value is None:
             return {}
-        if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        if not isinstance(value, dict) or not _all_dicts(value.values()):
             raise _invalid(name, value)
         return dict(value)
 
@@ -105,9 +106,15 @@ class Params:
         value = self._raw.get(name)
         if value is None:
             return []
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        if not isinstance(value, list) or not _all_dicts(value):
             raise _invalid(name, value)
         return [Params(v) for v in value]
+
+
+def _all_dicts(values: Iterable[Any]) -> bool:
+    # `all(isinstance(v, dict) for v in values)` without a generator step per value: this
+    # checks every entry of every batch request.
+    return all(map(isinstance, values, repeat(dict)))
 
 
 def _invalid(name: str, value: Any) -> InvalidParameterValue:

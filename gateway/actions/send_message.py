@@ -103,10 +103,12 @@ def build_message(
     record: QueueRecord,
     ctx: RequestContext,
     settings: QueueSendSettings | None = None,
+    sent_ms: int | None = None,
 ) -> StoredMessage:
     """The message to append, with the queue's defaults applied and its size limit checked.
 
-    `settings` are the queue's (`send_settings`), read once for the entries of a batch."""
+    `settings` are the queue's (`send_settings`) and `sent_ms` the clock's time, each read
+    once for the entries of a batch."""
     if settings is None:
         settings = send_settings(record)
     if req.size > settings.max_bytes:
@@ -130,7 +132,7 @@ def build_message(
     return StoredMessage(
         message_id=new_uuid(),
         body=body,
-        sent_ms=ctx.runtime.clock.now_ms(),
+        sent_ms=ctx.runtime.clock.now_ms() if sent_ms is None else sent_ms,
         delay_s=delay_s,
         attributes=req.message_attributes,
         sender_id=ctx.sender_id,

@@ -13,7 +13,7 @@ from gateway import limits
 from gateway.action import Action, Result
 from gateway.actions import send_message
 from gateway.actions.send_message import SendMessageRequest
-from gateway.batch import BatchEntry, BatchRequest, decode_batch, run_batch, run_batch_together
+from gateway.batch import BatchRequest, decode_batch, run_batch, run_batch_together
 from gateway.context import RequestContext
 from gateway.errors import BatchRequestTooLong
 from gateway.params import Params
@@ -21,19 +21,30 @@ from gateway.queues import is_fifo
 from lease_store.records import StoredMessage
 
 
-def _entry_bytes(entry: BatchEntry[SendMessageRequest], raw: Params) -> int:
-    if entry.request is not None:
-        return entry.request.size
+def _failed_entry_bytes(raw: Params) -> int:
     # An entry that failed to decode still travelled in the request: count its body.
     body = raw.raw("MessageBody")
     return len(body.encode()) if isinstance(body, str) else 0
 
 
+def _total_bytes(batch: BatchRequest[SendMessageRequest], p: Params) -> int:
+    """The size of the batch's messages; the raw entries are read again only for an entry
+    that failed to decode (nearly never)."""
+    total = 0
+    raw_entries: list[Params] | None = None
+    for at, entry in enumerate(batch.entries):
+        if entry.request is not None:
+            total += entry.request.size
+            continue
+        if raw_entries is None:
+            raw_entries = p.entries()
+        total += _failed_entry_bytes(raw_entries[at])
+    return total
+
+
 def decode(p: Params) -> BatchRequest[SendMessageRequest]:
     batch = decode_batch(p, "SendMessageBatchRequestEntry", send_message.decode_entry)
-    total = sum(
-        _entry_bytes(entry, raw) for entry, raw in zip(batch.entries, p.entries(), strict=True)
-    )
+    total = _total_bytes(batch, p)
     if total > limits.MAX_MESSAGE_BYTES:
         raise BatchRequestTooLong(
             f"Batch requests cannot be longer than {limits.MAX_MESSAGE_BYTES} bytes. "
@@ -53,11 +64,13 @@ async def _send_all(
 ) -> Sequence[Result | Exception]:
     record = ctx.queue(entries[0].queue_url)  # the batch's queue, for every entry
     settings = send_message.send_settings(record)
+    sent_ms = ctx.runtime.clock.now_ms()  # the batch's messages are sent together
     answers: list[Result | Exception] = []
     built: list[tuple[int, StoredMessage]] = []
     for req in entries:
         try:
-            built.append((len(answers), send_message.build_message(req, record, ctx, settings)))
+            message = send_message.build_message(req, record, ctx, settings, sent_ms)
+            built.append((len(answers), message))
             answers.append({})  # replaced below
         except Exception as error:  # noqa: BLE001 - fails this entry only (or, a bug, the batch)
             answers.append(error)
