@@ -598,22 +598,23 @@ class MessageService:
             elif not plain:
                 take = self._leases.receive_fair
             outcome = take(pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count)
-            if plain and any(d.message.message_group_id is not None for d in outcome.delivered):
-                self.fair_topics.add(record.topic)  # fair from the next receive on
-            encode = self._handles.encode  # each message received gets its receipt handle
-            received.extend(
-                [
-                    Received(
-                        d,
-                        encode(
-                            ReceiptHandle(
-                                pk.incarnation, pk.partition, d.offset, d.fact.receive_count
-                            )
-                        ),
-                    )
-                    for d in outcome.delivered
-                ]
-            )
+            if delivered := outcome.delivered:
+                if plain and any(d.message.message_group_id is not None for d in delivered):
+                    self.fair_topics.add(record.topic)  # fair from the next receive on
+                encode = self._handles.encode  # each message received gets its receipt handle
+                received.extend(
+                    [
+                        Received(
+                            d,
+                            encode(
+                                ReceiptHandle(
+                                    pk.incarnation, pk.partition, d.offset, d.fact.receive_count
+                                )
+                            ),
+                        )
+                        for d in delivered
+                    ]
+                )
             if outcome.expired_ids:
                 self._events.expired(record, outcome.expired_ids)
             if outcome.dead_letter and dlq is not None:
