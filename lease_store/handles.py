@@ -1,4 +1,4 @@
-"""Receipt handles: message coordinates plus receipt epoch, authenticated with an HMAC.
+"""Receipt handles: message coordinates plus receipt epoch, authenticated with a MAC.
 
 A handle names the queue incarnation, the Kafka partition and offset of the message and the
 receipt epoch (its receive count at that receive). The MAC under a server secret means a

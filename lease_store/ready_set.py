@@ -8,7 +8,8 @@ calls); here they are an append to a list and a step of its head index.
 The offsets live in two places:
 
 * the **run**: a sorted list read from `_head` on. Offsets above its last are appended.
-  Removing its first advances `_head` (the list is cut now and then); removing one further
+  Removing its first advances `_head`; the entries before the head stay until they are more
+  than half the list (and over `_CUT_AFTER`), when the list is cut. Removing one further
   in marks it in `_gone` (few: a message deleted or leased while visible, out of order),
   and adding a marked offset back unmarks it, as it is already in its place.
 * the **others**: a `SortedList` of what was added below the run's last offset and is not
@@ -53,7 +54,8 @@ class ReadySet:
 
     def __iter__(self) -> Iterator[int]:
         """The offsets, lowest first; the set must not change while this is read."""
-        run: Iterable[int] = islice(self._run, self._head, None)
+        # By index: an `islice` from the head would step over the removed entries before it.
+        run: Iterable[int] = map(self._run.__getitem__, range(self._head, len(self._run)))
         if self._gone:
             gone = self._gone
             run = (offset for offset in run if offset not in gone)
@@ -104,7 +106,7 @@ class ReadySet:
     def _compact(self) -> None:
         """Drop the removed offsets from the run, when they are many."""
         gone = self._gone
-        self._run = [offset for offset in islice(self._run, self._head, None) if offset not in gone]
+        self._run = [offset for offset in self._run[self._head :] if offset not in gone]
         self._head = 0
         gone.clear()
 
