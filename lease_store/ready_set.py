@@ -46,9 +46,6 @@ class ReadySet:
     def __len__(self) -> int:
         return len(self._run) - self._head - len(self._gone) + len(self._others)
 
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
     def __contains__(self, offset: int) -> bool:
         return self._in_run(offset) or offset in self._others
 

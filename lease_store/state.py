@@ -63,19 +63,15 @@ def new_fact(
 
 
 def ingested_fact(message: StoredMessage) -> LeaseFact:
-    """The lease of a message read from its queue topic: all of it follows from the record.
-    (`new_fact` of its fields, spelled out: every message ingested and received needs it.)"""
-    return LeaseFact(
-        message.sent_ms,
-        message.sent_ms + message.delay_s * 1000,
-        message.receive_count,
-        message.first_receive_ms,
+    """The lease of a message read from its queue topic: all of it follows from the record."""
+    return new_fact(
+        message.sent_ms, message.delay_s * 1000, message.receive_count, message.first_receive_ms
     )
 
 
 def receive(fact: LeaseFact, now_ms: int, visibility_ms: int) -> LeaseFact:
     """Lease a visible message for `visibility_ms`."""
-    if fact.visible_at_ms > now_ms:  # `state_at` is not VISIBLE
+    if state_at(fact, now_ms) is not MessageState.VISIBLE:
         raise MessageNotAvailable("message is not visible")
     return LeaseFact(
         fact.sent_ms,
