@@ -86,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--base-env", action="append", default=[], help="KEY=VALUE for kqs-base only")
     p.add_argument(
+        "--base-python",
+        type=Path,
+        help="the Python interpreter of kqs-base (default: this one), e.g. another build of "
+        "CPython; its environment needs KQS's dependencies",
+    )
+    p.add_argument(
         "--warmup",
         type=float,
         help="seconds of unmeasured single+batch producer/consumer load on a scratch queue "
@@ -129,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup_s = args.warmup if args.warmup is not None else (8.0 if quick else 30.0)
 
     servers.BASE_SRC = args.base_src.resolve() if args.base_src else None
+    servers.BASE_PYTHON = args.base_python.absolute() if args.base_python else None
     base_env = dict(kv.split("=", 1) for kv in args.base_env)
     check_signer()
     server_cores, client_cores = _cores(args.server_cores), _cores(args.client_cores)
@@ -162,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             backend = "SQLite backend" if name == "fauxqs-sqlite" else "in memory"
             versions[name] = f"{servers.fauxqs_version(servers.fauxqs_home())} {backend}"
         else:
-            versions[name] = f"kqs-base from {servers.BASE_SRC}"
+            python = servers.BASE_PYTHON or "this interpreter"
+            versions[name] = f"kqs-base from {servers.BASE_SRC} on {python}"
     import aiohttp
 
     client_desc = (

@@ -187,8 +187,10 @@ def start_kqs(
     extra_env: dict[str, str],
     src: Path | None = None,
     name: str = "kqs",
+    python: Path | None = None,
 ) -> Server:
-    """`kqs serve` of this tree, or with `src` of another source tree (a before/after base)."""
+    """`kqs serve` of this tree, or with `src` of another source tree (a before/after base),
+    by this interpreter or `python`."""
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = {
@@ -205,9 +207,9 @@ def start_kqs(
         cmd = [str(VENV_BIN / "kqs"), *args]
         version = kqs_version()
     else:
-        # Same virtualenv, the other tree's modules first on the path.
+        # Same virtualenv (or `python`'s), the other tree's modules first on the path.
         env["PYTHONPATH"] = str(src)
-        cmd = [sys.executable, "-m", "gateway.cli", *args]
+        cmd = [str(python or sys.executable), "-m", "gateway.cli", *args]
         version = f"kqs from {src} ({(src / 'SOURCE').read_text().strip() if (src / 'SOURCE').is_file() else 'snapshot'})"
     proc = _popen(cmd, log, env, cores, src or work)
     server = Server(
@@ -416,6 +418,7 @@ def start_fauxqs(work: Path, cores: Sequence[int] | None, durable: bool) -> Serv
 
 
 BASE_SRC: Path | None = None  # set from --base-src: the tree "kqs-base" runs
+BASE_PYTHON: Path | None = None  # set from --base-python: the interpreter it runs on
 # `kqs serve --workers N` of this tree (gateway/workers.py), for throughput per process count.
 WORKER_POOLS = {"kqs-w2": "2", "kqs-w4": "4"}
 
@@ -431,7 +434,9 @@ def start(
     if name == "kqs-base":
         if BASE_SRC is None:
             raise ValueError("kqs-base needs --base-src")
-        return start_kqs(work, cores, kqs_env or {}, src=BASE_SRC, name="kqs-base")
+        return start_kqs(
+            work, cores, kqs_env or {}, src=BASE_SRC, name="kqs-base", python=BASE_PYTHON
+        )
     if name == "elasticmq":
         return start_elasticmq(work, cores)
     if name == "moto":
