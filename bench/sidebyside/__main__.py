@@ -179,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     producer_params = {
-        "a_single": workloads.PairParams(16, 32, duration, batch=False),
-        "b_batch": workloads.PairParams(12, 20, duration, batch=True),
+        "a_single": workloads.pair_params(False, duration),
+        "b_batch": workloads.pair_params(True, duration),
     }
 
     open_rate: list[float] = []  # offered msg/s of (o), once known
@@ -233,9 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 
             async def warm() -> None:
                 async with Client(server.endpoint, pool=32) as client:
-                    for batch in (False, True):
-                        params = workloads.PairParams(8, 8, warmup_s / 2, batch=batch)
-                        await workloads.producer_consumer(client, params)
+                    await workloads.warm_up(client, warmup_s)
 
             if warmup_s > 0:
                 _run_loop(warm, use_uvloop)

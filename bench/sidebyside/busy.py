@@ -28,12 +28,8 @@ from pathlib import Path
 
 from bench.sidebyside import servers, workloads
 from bench.sidebyside.loadgen import Client
-from bench.sidebyside.threads import report, thread_ticks
+from bench.sidebyside.threads import report, server_pids, thread_ticks
 
-WORKLOADS = {
-    "a": workloads.PairParams(16, 32, 0.0, batch=False),
-    "b": workloads.PairParams(12, 20, 0.0, batch=True),
-}
 # The `/metrics` series worth a rate: requests by action, the producers' requests and records,
 # the lease store's syncs and the changelog's records.
 _COUNTED = re.compile(
@@ -58,10 +54,8 @@ async def measure(
     endpoint: str, pids: list[int], params: workloads.PairParams, warmup_s: float
 ) -> None:
     async with Client(endpoint, 64) as client:
-        for batch in (False, True) if warmup_s > 0 else ():  # as the side-by-side warms up
-            await workloads.producer_consumer(
-                client, workloads.PairParams(8, 8, warmup_s / 2, batch)
-            )
+        if warmup_s > 0:
+            await workloads.warm_up(client, warmup_s)
         before_counts, before = counters(endpoint), thread_ticks(pids)
         began = time.monotonic()
         result = await workloads.producer_consumer(client, params)
@@ -78,25 +72,20 @@ async def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="b")
+    parser.add_argument("--workload", choices=("a", "b"), default="b")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds measured")
     parser.add_argument("--warmup", type=float, default=15.0, help="seconds of warm-up load")
     parser.add_argument("--kqs-env", action="append", default=[], help="KEY=VALUE for kqs serve")
     parser.add_argument("--base-src", type=Path, help="run `kqs serve` of this source tree")
     args = parser.parse_args()
-    shape = WORKLOADS[args.workload]
-    params = workloads.PairParams(shape.producers, shape.consumers, args.duration, shape.batch)
+    params = workloads.pair_params(args.workload == "b", args.duration)
     env = dict(kv.split("=", 1) for kv in args.kqs_env)
     work = Path(tempfile.mkdtemp(prefix="kqs-busy-"))
     server = servers.start_kqs(work, [1], env, args.base_src)
     try:
         os.sched_setaffinity(0, {0})
-        pids = [process.pid for process in server.tree()]
-        broker_pid = work / "data" / "kafka" / "broker.pid"
-        if broker_pid.exists():
-            pids.append(int(broker_pid.read_text()))
         print(f"kqs serve {' '.join(args.kqs_env) or '(shipped defaults)'}")
-        asyncio.run(measure(server.endpoint, sorted(set(pids)), params, args.warmup))
+        asyncio.run(measure(server.endpoint, server_pids(server, work), params, args.warmup))
     finally:
         servers.stop(server)
         shutil.rmtree(work, ignore_errors=True)

@@ -71,11 +71,7 @@ def main() -> int:
     p.add_argument("--kqs-env", action="append", default=[])
     args = p.parse_args()
     os.sched_setaffinity(0, {0})
-    params = (
-        workloads.PairParams(16, 32, args.duration, batch=False)
-        if args.workload == "a"
-        else workloads.PairParams(12, 20, args.duration, batch=True)
-    )
+    params = workloads.pair_params(args.workload == "b", args.duration)
     kqs_env = dict(kv.split("=", 1) for kv in args.kqs_env)
     tmp = Path(tempfile.mkdtemp(prefix="kqs-profile-"))
     collapsed = tmp / "stacks.txt"

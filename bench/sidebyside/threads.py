@@ -39,6 +39,16 @@ _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 Ticks = dict[tuple[int, int], tuple[str, int]]  # (pid, tid) -> (thread name, utime + stime)
 
 
+def server_pids(server: servers.Server, work: Path) -> list[int]:
+    """The processes of `kqs serve` started in `work`: the gateway's tree and the broker JVM
+    (launched in a session of its own, so found by its pid file)."""
+    pids = [process.pid for process in server.tree()]
+    broker_pid = work / "data" / "kafka" / "broker.pid"
+    if broker_pid.exists():
+        pids.append(int(broker_pid.read_text()))
+    return sorted(set(pids))
+
+
 def thread_ticks(pids: list[int]) -> Ticks:
     out: Ticks = {}
     for pid in pids:
@@ -200,11 +210,8 @@ def main() -> None:
     server = servers.start_kqs(work, [1], {}, args.base_src)
     try:
         os.sched_setaffinity(0, {0})
-        pids = [process.pid for process in server.tree()]
+        pids = server_pids(server, work)
         bootstrap = broker_bootstrap(work / "data" / "kafka")
-        broker_pid = work / "data" / "kafka" / "broker.pid"
-        if broker_pid.exists():
-            pids.append(int(broker_pid.read_text()))
 
         admin = TopicAdmin(bootstrap)
 
@@ -213,7 +220,7 @@ def main() -> None:
                 for index in range(args.rounds):
                     await one_round(
                         client,
-                        sorted(set(pids)),
+                        pids,
                         args.messages,
                         f"threads-{index}",
                         admin,

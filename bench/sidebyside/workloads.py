@@ -47,6 +47,21 @@ class PairParams:
     batch: bool
 
 
+def pair_params(batch: bool, duration_s: float) -> PairParams:
+    """Workload (a), single calls (16 producers, 32 consumers), or with `batch` workload (b),
+    batch calls (12 producers, 20 consumers), for `duration_s`."""
+    if batch:
+        return PairParams(12, 20, duration_s, batch=True)
+    return PairParams(16, 32, duration_s, batch=False)
+
+
+async def warm_up(client: Client, seconds: float) -> None:
+    """Unmeasured load before a measured run (the JVM servers' JIT warm-up; every server
+    alike): half of `seconds` single calls, then half batch calls, 8 producers, 8 consumers."""
+    for batch in (False, True):
+        await producer_consumer(client, PairParams(8, 8, seconds / 2, batch=batch))
+
+
 async def send_batch(client: Client, url: str, n: int) -> int:
     """SendMessageBatch of `n` 1 KB messages; returns how many the server accepted."""
     result = await client.call(
