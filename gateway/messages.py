@@ -32,6 +32,7 @@ from typing import TypeVar
 from confluent_kafka import KafkaException
 
 from gateway import limits
+from gateway.eager_start import resume_waiting
 from gateway.errors import (
     OverLimit,
     OwnerGone,
@@ -162,6 +163,9 @@ class MessageService:
         self._next_partition: dict[str, int] = defaultdict(int)
         self._next_send_partition: dict[str, int] = defaultdict(int)  # `_served_partition`
         producer.add_batch_listener(self._apply_delivered)
+        # Then the sends waiting for those reports answer in the same turn, not after the
+        # loop's next round of reading requests (`gateway/eager_start.py`).
+        producer.add_settled_listener(resume_waiting)
         # Last PurgeQueue per queue topic (so per incarnation), in memory: a gateway restart
         # or another gateway of the cluster does not know it.
         self._purged_at_ms: dict[str, int] = {}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.eager_start import start_now
+from gateway.eager_start import resume_waiting, start_now
 
 
 async def test_a_coroutine_that_never_waits_runs_at_once() -> None:
@@ -120,3 +120,132 @@ async def test_a_first_step_that_raises_fails_the_task() -> None:
     task = start_now(broken())
     with pytest.raises(RuntimeError, match="broken"):
         await task
+
+
+# -- resume_waiting: a later step taken by whoever settled what the coroutine waits for --
+
+
+async def test_a_settled_future_resumes_its_waiter_at_once_in_its_task() -> None:
+    """Settled from a loop callback and handed to `resume_waiting`, the coroutine's next
+    step runs before that callback returns, with its Task current; the Task, when it
+    wakes, goes on from where the coroutine waits then, without taking the step again."""
+    loop = asyncio.get_running_loop()
+    first = loop.create_future()
+    second = loop.create_future()
+    steps: list[Any] = []
+
+    async def waits() -> None:
+        steps.append(("got", await first, asyncio.current_task()))
+        steps.append(("got", await second, asyncio.current_task()))
+
+    task = start_now(waits())
+    resumed_in_callback: list[Any] = []
+
+    def settle(future: asyncio.Future[int], value: int) -> None:  # a loop callback
+        future.set_result(value)
+        resume_waiting([future])
+        resumed_in_callback.append(list(steps))
+
+    loop.call_soon(settle, first, 1)
+    await asyncio.sleep(0.01)
+    assert resumed_in_callback == [[("got", 1, task)]]
+    assert not task.done()  # it waits for `second` now
+    loop.call_soon(second.set_result, 2)  # settled without `resume_waiting`: the Task steps
+    await asyncio.wait_for(task, 5)
+    assert steps == [("got", 1, task), ("got", 2, task)]
+
+
+async def test_a_coroutine_that_ends_in_a_resumed_step_ends_its_task() -> None:
+    loop = asyncio.get_running_loop()
+    awaited = loop.create_future()
+    seen: list[str] = []
+
+    async def waits() -> None:
+        await awaited
+        seen.append("ended")
+
+    task = start_now(waits())
+
+    def settle() -> None:
+        awaited.set_result(None)
+        resume_waiting([awaited])
+        seen.append("callback returned")
+
+    loop.call_soon(settle)
+    await asyncio.wait_for(task, 5)
+    assert seen == ["ended", "callback returned"]
+    assert task.result() is None
+
+
+async def test_an_error_raised_in_a_resumed_step_fails_the_task() -> None:
+    loop = asyncio.get_running_loop()
+    awaited = loop.create_future()
+
+    async def waits() -> None:
+        await awaited
+        raise RuntimeError("after the wait")
+
+    task = start_now(waits())
+
+    def settle() -> None:
+        awaited.set_result(None)
+        resume_waiting([awaited])
+
+    loop.call_soon(settle)
+    with pytest.raises(RuntimeError, match="after the wait"):
+        await asyncio.wait_for(task, 5)
+
+
+async def test_inside_a_task_or_while_cancelling_the_waiter_is_left_to_its_task() -> None:
+    """Another Task cannot be entered from inside one; a Task being cancelled delivers the
+    cancellation where the coroutine waits, as it would have."""
+    loop = asyncio.get_running_loop()
+    first = loop.create_future()
+    second = loop.create_future()
+    seen: list[str] = []
+
+    async def waits() -> None:
+        await first
+        seen.append("first")
+        try:
+            await second
+            seen.append("second")
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    task = start_now(waits())
+    first.set_result(None)
+    resume_waiting([first])  # from this test's own Task: not stepped here
+    assert seen == []
+    await asyncio.sleep(0.01)
+    assert seen == ["first"]  # its Task took the step
+
+    def settle_while_cancelling() -> None:
+        second.set_result(None)
+        task.cancel()  # after: cancelling it would cancel `second`, which its Task awaits
+        resume_waiting([second])
+        seen.append("callback returned")
+
+    loop.call_soon(settle_while_cancelling)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen == ["first", "callback returned", "cancelled"]
+
+
+async def test_futures_nobody_started_now_waits_for_are_ignored() -> None:
+    loop = asyncio.get_running_loop()
+    other = loop.create_future()
+    other.set_result(None)
+    results: list[BaseException | None] = []
+
+    def settle() -> None:
+        try:
+            resume_waiting([other])
+            results.append(None)
+        except BaseException as error:  # noqa: BLE001 - the assertion reads it
+            results.append(error)
+
+    loop.call_soon(settle)
+    await asyncio.sleep(0.01)
+    assert results == [None]

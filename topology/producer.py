@@ -138,6 +138,7 @@ class AsyncProducer:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Called on the event loop after each handed-over batch of reports is settled.
         self._batch_listeners: list[Callable[[], None]] = []
+        self._settled_listeners: list[Callable[[list[asyncio.Future[Delivered]]], None]] = []
         # Records waiting for room in a full local queue (see `start`).
         self._waiting_for_room: set[asyncio.Task[None]] = set()
         # Each topic's shard, once chosen (a CRC of the name): asked for every record.
@@ -211,6 +212,14 @@ class AsyncProducer:
         """
         self._batch_listeners.append(listener)
 
+    def add_settled_listener(
+        self, listener: Callable[[list[asyncio.Future[Delivered]]], None]
+    ) -> None:
+        """Call `listener` with the futures of each batch of delivery reports, after the batch
+        listeners: it may resume now what waits for them (`gateway/eager_start.py`), rather
+        than on the loop's next iteration."""
+        self._settled_listeners.append(listener)
+
     def _settle_all(self, reports: list[_Report]) -> None:
         self.unsettled -= len(reports)
         for future, on_delivered, error, msg in reports:
@@ -231,14 +240,19 @@ class AsyncProducer:
                     log.exception("delivery callback failed", extra={"topic": topic})
             if not future.done():
                 future.set_result(delivered)
-        self._batch_done()
+        self._batch_done([report[0] for report in reports])
 
-    def _batch_done(self) -> None:
+    def _batch_done(self, futures: list[asyncio.Future[Delivered]]) -> None:
         for listener in self._batch_listeners:
             try:
                 listener()
             except Exception:
                 log.exception("delivery batch listener failed")
+        for settled in self._settled_listeners:
+            try:
+                settled(futures)
+            except Exception:
+                log.exception("delivery settled listener failed")
 
     def _future(
         self, shard: _Shard, on_delivered: OnDelivered | None = None

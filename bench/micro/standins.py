@@ -71,6 +71,7 @@ class InstantProducer(AsyncProducer):
         self.statistics = CombinedStatistics()
         self._log = log
         self._batch_listeners = []
+        self._settled_listeners = []
         self.unsettled = 0  # records are acknowledged at once: never crowded
         self._instant: list[tuple[asyncio.Future[Delivered], OnDelivered | None, Delivered]] = []
 
@@ -118,7 +119,7 @@ class InstantProducer(AsyncProducer):
                 on_delivered(delivered)
             if not future.done():
                 future.set_result(delivered)
-        self._batch_done()
+        self._batch_done([future for future, _, _ in reports])
 
     def send_soon(
         self, topic: str, value: bytes | None, key: bytes | None = None
