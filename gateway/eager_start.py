@@ -27,7 +27,8 @@ from typing import Any
 _RUNNING = object()  # the coroutine has not ended
 _FINISHED = object()  # it returned
 
-# The coroutines started by `start_now` that now wait for a future, by that future.
+# The coroutines started by `start_now` that now wait for a future, by that future (one each:
+# a second coroutine waiting for the same future is left to its Task, which is only later).
 _WAITING: dict[asyncio.Future[Any], _Run] = {}
 
 
@@ -47,6 +48,7 @@ class _Run:
     def step(self, error: BaseException | None = None, in_task: bool = False) -> None:
         """One step of the coroutine (`error` thrown in where it waits): from its running
         Task (`in_task`), or from outside it, in the Task's context."""
+        self.forget()  # what it waited for: it waits for something else after this step
         self.steps += 1
         try:
             if in_task:  # the Task runs in that context already, and it cannot be re-entered
@@ -65,10 +67,13 @@ class _Run:
         if isinstance(waiting_for, asyncio.Future):
             _WAITING[waiting_for] = self
 
-    def end(self) -> None:
-        """The Task is done: close the coroutine (a no-op once it finished) and forget it."""
+    def forget(self) -> None:
         if _WAITING.get(self.waiting_for) is self:
             del _WAITING[self.waiting_for]
+
+    def end(self) -> None:
+        """The Task is done: close the coroutine (a no-op once it finished) and forget it."""
+        self.forget()
         self.coro.close()
 
 
@@ -106,7 +111,7 @@ def resume_waiting(settled: Iterable[asyncio.Future[Any]]) -> None:
     if asyncio.current_task(loop) is not None:
         return
     for future in settled:
-        run = _WAITING.pop(future, None)
+        run = _WAITING.get(future)
         if run is None or run.waiting_for is not future or not future.done():
             continue
         task = run.task
@@ -135,13 +140,11 @@ async def _go_on(run: _Run) -> None:
             if waiting_for is None or not waiting_for.cancelled():
                 # This Task was cancelled, not what the coroutine waited for: tell it,
                 # where it waits now.
-                _WAITING.pop(waiting_for, None)
                 run.step(cancel, in_task=True)
                 continue
         except BaseException:  # noqa: BLE001 - the coroutine reads the outcome itself
             pass
         if run.steps == steps:  # else `resume_waiting` took the step already
-            _WAITING.pop(waiting_for, None)
             run.step(in_task=True)
     if run.outcome is not _FINISHED:
         raise run.outcome

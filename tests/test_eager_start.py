@@ -249,3 +249,36 @@ async def test_futures_nobody_started_now_waits_for_are_ignored() -> None:
     loop.call_soon(settle)
     await asyncio.sleep(0.01)
     assert results == [None]
+
+
+async def test_nothing_is_kept_for_a_coroutine_once_its_task_is_done() -> None:
+    """What each coroutine waits for is forgotten as it steps on, however its Task ended:
+    resumed, stepped by its Task, cancelled after a resumed step."""
+    from gateway import eager_start
+
+    loop = asyncio.get_running_loop()
+    futures = [loop.create_future() for _ in range(4)]
+
+    async def waits_twice(first: asyncio.Future[None], then: asyncio.Future[None]) -> None:
+        await first
+        await then
+
+    resumed = start_now(waits_twice(futures[0], futures[1]))
+    cancelled = start_now(waits_twice(futures[2], futures[3]))
+    assert len(eager_start._WAITING) == 2
+
+    def settle() -> None:
+        for future in futures[0], futures[2]:
+            future.set_result(None)
+        resume_waiting([futures[0], futures[2]])  # both now wait for their second future
+
+    loop.call_soon(settle)
+    await asyncio.sleep(0.01)
+    assert set(eager_start._WAITING) == {futures[1], futures[3]}
+    futures[1].set_result(None)  # its Task takes that step
+    cancelled.cancel()
+    await asyncio.wait_for(resumed, 5)
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    await asyncio.sleep(0)  # the done callbacks
+    assert eager_start._WAITING == {}
