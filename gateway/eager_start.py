@@ -28,7 +28,7 @@ _RUNNING = object()  # the coroutine has not ended
 _FINISHED = object()  # it returned
 
 # The coroutines started by `start_now` that now wait for a future, by that future (one each:
-# a second coroutine waiting for the same future is left to its Task, which is only later).
+# of two waiting for the same future, the later is resumed and the other left to its Task).
 _WAITING: dict[asyncio.Future[Any], _Run] = {}
 
 
