@@ -68,6 +68,7 @@ class _Run:
             _WAITING[waiting_for] = self
 
     def forget(self) -> None:
+        """Drop the entry of what the coroutine waited for (a step moves it on)."""
         if _WAITING.get(self.waiting_for) is self:
             del _WAITING[self.waiting_for]
 
@@ -111,11 +112,15 @@ def resume_waiting(settled: Iterable[asyncio.Future[Any]]) -> None:
     if asyncio.current_task(loop) is not None:
         return
     for future in settled:
+        # An entry is made by the step that yielded the future and dropped by the next, so
+        # its coroutine waits for it and has not ended.
         run = _WAITING.get(future)
-        if run is None or run.waiting_for is not future or not future.done():
+        if run is None or not future.done():
             continue
         task = run.task
-        if task is None or task.done() or task.cancelling() or run.outcome is not _RUNNING:
+        assert task is not None  # set by `start_now` before the first step
+        # Done: cancelled before its first step, its coroutine closed by a callback to come.
+        if task.done() or task.cancelling():
             continue
         _enter_task(loop, task)
         try:
