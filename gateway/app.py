@@ -83,6 +83,8 @@ RUNTIME = web.AppKey("runtime", Runtime)
 SIGNALS = web.AppKey("signals", QueueSignals)
 REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
 DIRECTORY = web.AppKey("directory", Directory)
+# How often the messages held young past their time are written (`lease_store/young.py`).
+YOUNG_FLUSH_INTERVAL_S = 0.2
 INTERNAL_HANDLER: web.AppKey[Handler] = web.AppKey("internal_handler")
 
 
@@ -202,7 +204,12 @@ class KafkaClients:
     ) -> LeaseStore:
         """The lease store under the data directory, rebuilt from Kafka if it is lost."""
         return await open_lease_store(
-            self.settings.lease_dir, self.bootstrap, records, clock, on_commit
+            self.settings.lease_dir,
+            self.bootstrap,
+            records,
+            clock,
+            on_commit,
+            young_ms=self.settings.lease_young_ms,
         )
 
     def events(self) -> EventPublisher:
@@ -415,6 +422,7 @@ async def _start(
         publish_gauges(registry, messages, sink, settings.gauge_interval_s)
     )
     background.append(asyncio.create_task(_flush_events_every_second(sink)))
+    background.append(asyncio.create_task(_write_young_messages(leases, clock)))
     parts = _Parts(
         producer,
         ingest,
@@ -550,6 +558,16 @@ async def _flush_events_every_second(sink: KafkaEventSink) -> None:
     while True:
         await asyncio.sleep(1.0)
         sink.flush()  # never raises
+
+
+async def _write_young_messages(leases: LeaseStore, clock: Clock) -> None:
+    """Writes the messages held young past their time (`lease_store/young.py`)."""
+    while True:
+        await asyncio.sleep(YOUNG_FLUSH_INTERVAL_S)
+        try:
+            leases.flush_young(clock.now_ms())
+        except Exception:
+            log.exception("writing young messages failed; trying again")
 
 
 async def _answer_long_polls(app: web.Application) -> None:

@@ -34,6 +34,9 @@ class Settings:
         default_factory=lambda: _env_int("KQS_REPLICATION_FACTOR", USE_CLUSTER_DEFAULT)
     )
     partitions: int = field(default_factory=lambda: _env_int("KQS_PARTITIONS", 1))
+    # How long a standard queue's message is held in memory before its lease-store keys are
+    # written (`lease_store/young.py`); 0 writes them at ingest.
+    lease_young_ms: int = field(default_factory=lambda: _env_int("KQS_LEASE_YOUNG_MS", 1000))
     # fsync each append to the topics holding a durable record (queue topics, the catalog)
     # before it is acknowledged. On a replicated cluster, replicas may be protection enough.
     topic_fsync: bool = field(

@@ -46,13 +46,14 @@ async def open_lease_store(
     records: Iterable[QueueRecord],
     clock: Clock,
     on_commit: CommitListener | None = None,
+    young_ms: int = 0,
 ) -> LeaseStore:
-    store = _open_healthy(path, on_commit)
+    store = _open_healthy(path, on_commit, young_ms)
     if store is None:
         targets = rebuild_targets(records)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, _rebuild_into, path, bootstrap, targets, clock.now_ms())
-        store = LeaseStore(RocksKeyValueStore(path), on_commit)
+        store = LeaseStore(RocksKeyValueStore(path), on_commit, young_ms=young_ms)
     if store.upgrade_format():
         log.info(
             "lease store upgraded: its visibility indexes are now built in memory from the "
@@ -62,11 +63,13 @@ async def open_lease_store(
     return store
 
 
-def _open_healthy(path: Path, on_commit: CommitListener | None) -> LeaseStore | None:
+def _open_healthy(
+    path: Path, on_commit: CommitListener | None, young_ms: int = 0
+) -> LeaseStore | None:
     """The local store if RocksDB opens it; otherwise None, with a corrupt one moved aside."""
     if (path / "CURRENT").exists():
         try:
-            return LeaseStore(RocksKeyValueStore(path), on_commit)
+            return LeaseStore(RocksKeyValueStore(path), on_commit, young_ms=young_ms)
         except Exception as exc:  # noqa: BLE001 - rocksdict reports corruption as a bare Exception
             reason = f"corrupt: {exc}"
     elif path.exists() and any(path.iterdir()):

@@ -6,6 +6,7 @@ Key layout (all integers big-endian, so byte order is numeric order):
     M <partition key> <offset:8>                 -> StoredMessage
     X <partition key> <sent_ms:8> <offset:8>     -> empty  (the expiry index)
     S <partition key>                            -> PartitionState
+    D <partition key> <offset:8>                 -> empty  (a young message deleted: young.py)
     U, W, G <partition key> ...                  -> FIFO queues' deduplication window and
                                                     group locks (see `fifo.py`)
     !format                                      -> the key layout's version (3)
@@ -53,6 +54,7 @@ from lease_store.recent_ids import RecentIds
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.value_class import value_class
 from lease_store.visibility import PartitionVisibility
+from lease_store.young import Young, YoungMessages
 
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
@@ -134,9 +136,10 @@ class PartitionState:
     delayed: int = 0
     purged_before_offset: int = 0
 
-    def encode(self) -> bytes:
+    def encode(self, applied_offset: int | None = None) -> bytes:
+        """`applied_offset`: written instead of the applied offset (see `_state_bytes`)."""
         return _STATE.pack(
-            self.applied_offset,
+            self.applied_offset if applied_offset is None else applied_offset,
             self.swept_until_ms,
             self.visible,
             self.in_flight,
@@ -237,7 +240,10 @@ class LeaseStore:
         kv: KeyValueStore,
         on_commit: CommitListener | None = None,
         fresh_bytes: int = FRESH_BYTES,
+        young_ms: int = 0,
     ) -> None:
+        """`young_ms` > 0: a standard queue's message is written only once it has lived that
+        long (young.py); 0 writes every message at ingest."""
         self._kv = kv
         self._states: dict[PartitionKey, PartitionState] = {}
         self._visibility: dict[PartitionKey, PartitionVisibility] = {}  # loaded with the state
@@ -252,6 +258,14 @@ class LeaseStore:
         self._received_ids = RecentIds()  # for the events of deletes (recent_ids.py)
         # What a receive soon after the send finds without reading the store (fresh.py).
         self._fresh = FreshMessages(fresh_bytes)
+        self._young: YoungMessages[PartitionKey] | None = (
+            YoungMessages(young_ms) if young_ms > 0 else None
+        )
+        # Offsets of young messages deleted before a crash, found at a partition's load
+        # (its `D` markers): ingest replays them from Kafka and skips these.
+        self._deleted_young: dict[PartitionKey, set[int]] = {}
+        # The `D` markers written for each partition and not yet dropped (`flush_young`).
+        self._markers: dict[PartitionKey, list[int]] = {}
         # How many messages each partition lost so far (deleted, expired, purged, moved to a
         # dead-letter queue; in memory only), and what `backlog_start` and `oldest_sent_ms`
         # last found at that count (the latter in `_oldest_sent_ms`, see below). Neither
@@ -285,6 +299,9 @@ class LeaseStore:
         return raw is not None or bool(self._kv.scan(b"S", b"T", limit=1))
 
     def close(self) -> None:
+        if self._young is not None:
+            for pk in self._young.partitions():
+                self._write_young(pk, None)
         self._kv.close()
 
     # -- reading ---------------------------------------------------------------------------
@@ -317,6 +334,11 @@ class LeaseStore:
         Committed as the queue topic's consumer-group offset, so Kafka tools show the
         backlog as lag.
         """
+        young_lowest = self._young.lowest(pk) if self._young is not None else None
+        start = self._stored_backlog_start(pk)
+        return start if young_lowest is None else min(start, young_lowest)
+
+    def _stored_backlog_start(self, pk: PartitionKey) -> int:
         removals = self._removals.get(pk, 0)
         known = self._known_backlog_start.get(pk)
         if known is not None and known[0] == removals:
@@ -345,6 +367,8 @@ class LeaseStore:
         return replace(st, visible=vis.visible, in_flight=vis.in_flight, delayed=vis.delayed)
 
     def fact(self, pk: PartitionKey, offset: int) -> LeaseFact | None:
+        if self._young is not None and (young := self._young.get(pk, offset)) is not None:
+            return young.fact
         raw = self._kv.get(_fact_key(pk, offset))
         return LeaseFact.decode(raw) if raw is not None else None
 
@@ -367,17 +391,35 @@ class LeaseStore:
         if now_ms is not None and records:
             self._sweep(pk, st, now_ms)
         added = 0
+        # A standard queue's message is held young (young.py); a grouped one (FIFO, fair
+        # queues) is written at once, as its group's lock and order are read from the store.
+        young = self._young if now_ms is not None else None
+        deleted_young = self._deleted_young.get(pk)
         for offset, message in records:
             if offset <= st.applied_offset:
                 continue
             st.applied_offset = offset
             if offset < st.purged_before_offset:
                 continue
+            if deleted_young and offset in deleted_young:
+                deleted_young.discard(offset)
+                continue  # deleted while young, before a crash: its marker says so
             if message.deduplication_scope is not None and fifo.deduplicate(
                 fifo.batch_get(batch, self._kv.get), batch, pk.prefix, offset, message
             ):
                 continue  # a FIFO duplicate within the deduplication window: never delivered
             fact = state.ingested_fact(message)
+            if young is not None and message.message_group_id is None:
+                assert now_ms is not None
+                young.add(pk, offset, Young(message, fact, now_ms))
+                self._visibility[pk].add(
+                    offset, fact.visible_at_ms, fact.receive_count > 0, st.swept_until_ms
+                )
+                oldest = self._oldest_sent_ms.get(pk)
+                if oldest is not None and fact.sent_ms < oldest:
+                    self._oldest_sent_ms[pk] = fact.sent_ms
+                added += 1
+                continue
             self._put_fact(pk, st, offset, fact, batch)
             at = _offset_bytes(offset)
             message_key = pk.message_prefix + at  # _message_key
@@ -390,7 +432,7 @@ class LeaseStore:
             added += 1
         if records:
             # Saved even when every record was skipped (purged), so a restart resumes after them.
-            batch.put(_state_key(pk), st.encode())
+            batch.put(_state_key(pk), self._state_bytes(pk, st))
             self._commit(pk, st, batch, report_facts=False)
         return added
 
@@ -473,6 +515,10 @@ class LeaseStore:
             if offset in removed or offset not in vis:
                 continue
             remembered = self._received_ids.take((pk.prefix, offset))
+            if remembered is None and self._young is not None:
+                young = self._young.get(pk, offset)
+                if young is not None:
+                    remembered = (young.message.message_id, young.fact.sent_ms)
             if remembered is None:
                 sent_ms = self._require_fact(pk, offset).sent_ms
                 raw = self._kv.get(_message_key(pk, offset))
@@ -582,10 +628,45 @@ class LeaseStore:
         fact = self.fact(pk, offset)
         if fact is None:
             raise MessageNotAvailable("message was deleted")
+        if self._young is not None and self._young.get(pk, offset) is not None:
+            # Synced, so it must outlive a crash: the partition's young messages are written
+            # now (a crash replays young ones as ingested, which would undo the change).
+            self._put_young(pk, self._young.take_all(pk), batch)
         changed = state.change_visibility(fact, epoch, now_ms, visibility_ms)
         self._replace_fact(pk, st, offset, changed, batch)
         self._commit(pk, st, batch, sync=sync)
         return changed
+
+    def flush_young(self, now_ms: int) -> int:
+        """Write the young messages that have lived `young_ms` (all of them when too many are
+        held), and drop the deletion markers that the applied offset on disk has passed.
+        Returns how many messages were written. Called periodically (young.py)."""
+        if self._young is None:
+            return 0
+        written = 0
+        for pk in self._young.due(now_ms):
+            written += self._write_young(pk, now_ms)
+        for pk, offsets in list(self._markers.items()):
+            st = self._states.get(pk)
+            if st is None:
+                del self._markers[pk]
+                continue
+            # The last state written says this (in-memory young messages change only in
+            # commits, each of which writes the state), so the markers below are not needed.
+            durable = self._durable_applied(pk, st)
+            passed = [offset for offset in offsets if offset <= durable]
+            if not passed:
+                continue
+            batch = WriteBatch()
+            for offset in passed:
+                batch.delete(b"D" + pk.prefix + _offset_bytes(offset))
+            self._kv.write(batch)
+            left = [offset for offset in offsets if offset > durable]
+            if left:
+                self._markers[pk] = left
+            else:
+                del self._markers[pk]
+        return written
 
     def sync(self) -> None:
         """Make every write so far durable (after `remove` / `change_visibility` with
@@ -601,6 +682,10 @@ class LeaseStore:
         bound = self._oldest_sent_ms.get(pk)
         if bound is None or self._oldest_exact_at.get(pk) != removals:
             bound = self._scan_oldest_sent(pk)
+        if self._young is not None:
+            young_oldest = self._young.oldest_sent_ms(pk)
+            if young_oldest is not None:
+                bound = min(bound, young_oldest)
         return None if bound == _MAX_TIME else bound
 
     def _scan_oldest_sent(self, pk: PartitionKey) -> int:
@@ -623,12 +708,15 @@ class LeaseStore:
             start = rows[-1][0] + b"\x00"
 
     def message(self, pk: PartitionKey, offset: int) -> StoredMessage | None:
+        if self._young is not None and (young := self._young.get(pk, offset)) is not None:
+            return young.message
         return self._stored_message(_message_key(pk, offset))
 
     def purge(self, pk: PartitionKey, before_offset: int, now_ms: int) -> int:
         """Drop every message below `before_offset` and refuse to ingest them again."""
         st = self._state(pk)
         self._sweep(pk, st, now_ms)
+        self._write_young(pk, None)  # then dropped with the others, by the scan below
         batch = _Batch()
         dropped = 0
         start, end = b"F" + pk.prefix, _fact_key(pk, before_offset)
@@ -650,7 +738,10 @@ class LeaseStore:
         that their changelog records can be removed too.
         """
         dropped = [offset for offset, _ in self.facts(pk)] if offsets else []
-        for tag in (b"F", b"M", b"X", b"U", b"W", b"G"):
+        if self._young is not None:
+            young = [offset for offset, _ in self._young.take_all(pk)]
+            dropped = sorted(dropped + young) if offsets else dropped
+        for tag in (b"F", b"M", b"X", b"D", b"U", b"W", b"G"):
             self._kv.delete_range(tag + pk.prefix, tag + pk.prefix + b"\xff" * 16)
         batch = WriteBatch()
         batch.delete(_state_key(pk))
@@ -673,6 +764,12 @@ class LeaseStore:
         self._oldest_exact_at.pop(pk, None)
         self._fifo_groups.pop(pk, None)
         self._floors.forget(pk.prefix)
+        # Young messages are not in the store: the partition's state on disk has its applied
+        # offset below them, so ingest reads them again from Kafka (young.py).
+        if self._young is not None:
+            self._young.take_all(pk)
+        self._deleted_young.pop(pk, None)
+        self._markers.pop(pk, None)
 
     # -- FIFO queues (fifo.py) -------------------------------------------------------------
 
@@ -920,6 +1017,7 @@ class LeaseStore:
         if st is None:
             raw = self._kv.get(_state_key(pk))
             st = PartitionState.decode(raw) if raw is not None else PartitionState()
+            self._load_markers(pk, st.applied_offset)
             self._visibility[pk] = PartitionVisibility.from_facts(
                 self._fact_times(pk), st.swept_until_ms
             )
@@ -941,6 +1039,63 @@ class LeaseStore:
         self._sweep(pk, self._state(pk), now_ms)
         return self._visibility[pk]
 
+    def _durable_applied(self, pk: PartitionKey, st: PartitionState) -> int:
+        """The applied offset to write: one below the partition's lowest young message, so a
+        restart replays the young ones from Kafka (young.py)."""
+        if self._young is not None:
+            lowest = self._young.lowest(pk)
+            if lowest is not None and lowest <= st.applied_offset:
+                return lowest - 1
+        return st.applied_offset
+
+    def _state_bytes(self, pk: PartitionKey, st: PartitionState) -> bytes:
+        return st.encode(self._durable_applied(pk, st))
+
+    def _load_markers(self, pk: PartitionKey, applied_offset: int) -> None:
+        """At a partition's load: the young messages deleted before a crash, which ingest
+        will read again from Kafka and must skip; markers the applied offset passed go."""
+        start = b"D" + pk.prefix
+        rows = self._kv.scan(start, start + b"\xff" * 8)
+        if not rows:
+            return
+        offsets = [_I64.unpack_from(key, len(start))[0] for key, _ in rows]
+        above = {offset for offset in offsets if offset > applied_offset}
+        if above:
+            self._deleted_young[pk] = above
+            self._markers[pk] = sorted(above)
+        if len(above) < len(offsets):
+            batch = WriteBatch()
+            for offset in offsets:
+                if offset <= applied_offset:
+                    batch.delete(start + _offset_bytes(offset))
+            self._kv.write(batch)
+
+    def _write_young(self, pk: PartitionKey, now_ms: int | None) -> int:
+        """Write the partition's young messages (`now_ms` None: all; else those due)."""
+        if self._young is None:
+            return 0
+        taken = self._young.take_all(pk) if now_ms is None else self._young.take_due(pk, now_ms)
+        if not taken:
+            return 0
+        batch = _Batch()
+        self._put_young(pk, taken, batch)
+        # Their facts reached the changelog with the writes that made them (or are the ones
+        # ingest derives): nothing to report.
+        self._commit(pk, self._state(pk), batch, report_facts=False)
+        return len(taken)
+
+    def _put_young(self, pk: PartitionKey, taken: list[tuple[int, Young]], batch: _Batch) -> None:
+        """The keys of messages leaving the young ones: their fact, stored copy and expiry
+        entry, as ingest writes them."""
+        ops = batch.ops
+        for offset, young in taken:
+            at = _offset_bytes(offset)
+            ops[pk.fact_prefix + at] = young.fact.encode()
+            message_key = pk.message_prefix + at
+            ops[message_key] = young.message.encode()
+            self._fresh.add(message_key, young.message)
+            ops[pk.expiry_prefix + _offset_bytes(max(young.fact.sent_ms, 0)) + at] = b""
+
     def _commit(
         self,
         pk: PartitionKey,
@@ -949,11 +1104,11 @@ class LeaseStore:
         sync: bool = False,
         report_facts: bool = True,
     ) -> None:
-        if not batch and not sync:
-            return
+        if not batch and not batch.facts and not sync:
+            return  # (young messages change facts without keys: those are still reported)
         vis = self._visibility[pk]
         st.visible, st.in_flight, st.delayed = vis.visible, vis.in_flight, vis.delayed
-        batch.put(_state_key(pk), st.encode())
+        batch.put(_state_key(pk), self._state_bytes(pk, st))
         try:
             self._kv.write(batch, sync=sync)
         except BaseException:
@@ -995,6 +1150,8 @@ class LeaseStore:
         """A message that has a fact (one being received): kept since its ingest (fresh.py),
         or read. Only such a message is looked for among the kept ones: a partition dropped
         whole leaves its kept entries to age out, and `message` must not find those."""
+        if self._young is not None and (young := self._young.get(pk, offset)) is not None:
+            return young.message
         key = pk.message_prefix + _offset_bytes(offset)  # _message_key
         message = self._fresh.get(key) or self._stored_message(key)
         if message is None:
@@ -1009,7 +1166,11 @@ class LeaseStore:
         self, pk: PartitionKey, st: PartitionState, offset: int, fact: LeaseFact, batch: _Batch
     ) -> None:
         encoded = batch.facts[offset] = fact.encode()
-        batch.ops[pk.fact_prefix + _offset_bytes(offset)] = encoded  # _fact_key
+        young = self._young.get(pk, offset) if self._young is not None else None
+        if young is None:
+            batch.ops[pk.fact_prefix + _offset_bytes(offset)] = encoded  # _fact_key
+        else:
+            young.fact = fact
         self._visibility[pk].add(
             offset, fact.visible_at_ms, fact.receive_count > 0, st.swept_until_ms
         )
@@ -1027,11 +1188,20 @@ class LeaseStore:
         """Remove the message at `offset`, sent at `sent_ms` (its expiry key says when)."""
         ops = batch.ops
         at = _offset_bytes(offset)
-        ops[pk.fact_prefix + at] = batch.facts[offset] = None  # the keys: _fact_key, ...
-        message_key = pk.message_prefix + at
-        ops[message_key] = None
-        self._fresh.discard(message_key)
-        ops[pk.expiry_prefix + _offset_bytes(max(sent_ms, 0)) + at] = None
+        if self._young is not None and self._young.pop(pk, offset) is not None:
+            batch.facts[offset] = None
+            lowest = self._young.lowest(pk)
+            if lowest is not None and lowest < offset:
+                # The applied offset on disk stays below `lowest`: a replay after a crash
+                # would bring this message back but for the marker (young.py).
+                ops[b"D" + pk.prefix + at] = b""
+                self._markers.setdefault(pk, []).append(offset)
+        else:
+            ops[pk.fact_prefix + at] = batch.facts[offset] = None  # the keys: _fact_key, ...
+            message_key = pk.message_prefix + at
+            ops[message_key] = None
+            self._fresh.discard(message_key)
+            ops[pk.expiry_prefix + _offset_bytes(max(sent_ms, 0)) + at] = None
         self._visibility[pk].remove(offset)
         self._removed(pk)
 

@@ -374,7 +374,7 @@ class InProcessKafka(KafkaClients):
         kv = (
             RocksKeyValueStore(self.lease_dir) if self.store == "rocksdb" else MemoryKeyValueStore()
         )
-        self.leases = LeaseStore(kv, on_commit)
+        self.leases = LeaseStore(kv, on_commit, young_ms=self.settings.lease_young_ms)
         return self.leases
 
     def events(self) -> EventPublisher:
