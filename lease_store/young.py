@@ -28,6 +28,10 @@ from lease_store.records import LeaseFact, StoredMessage
 K = TypeVar("K", bound=Hashable)
 
 
+# What a held message costs besides its body (its objects, its entry).
+_OVERHEAD_BYTES = 512
+
+
 @dataclass(slots=True)
 class Young:
     message: StoredMessage
@@ -38,10 +42,14 @@ class Young:
 class YoungMessages(Generic[K]):
     """The young messages of every partition (keyed by `K`), lowest offset first in each."""
 
-    def __init__(self, max_age_ms: int, max_count: int = 100_000) -> None:
+    def __init__(
+        self, max_age_ms: int, max_count: int = 100_000, max_bytes: int = 64 * 1024 * 1024
+    ) -> None:
         self.max_age_ms = max_age_ms
         self._max_count = max_count
+        self._max_bytes = max_bytes
         self.count = 0
+        self.bytes = 0  # of the bodies held, plus an overhead per message
         # Offsets arrive in increasing order per partition and leave from anywhere, so each
         # dict's first key is its lowest offset.
         self._of: dict[K, dict[int, Young]] = {}
@@ -64,6 +72,7 @@ class YoungMessages(Generic[K]):
             self._since[pk] = young.ingested_ms
         held[offset] = young
         self.count += 1
+        self.bytes += len(young.message.body) + _OVERHEAD_BYTES
 
     def pop(self, pk: K, offset: int) -> Young | None:
         held = self._of.get(pk)
@@ -72,6 +81,7 @@ class YoungMessages(Generic[K]):
         young = held.pop(offset, None)
         if young is not None:
             self.count -= 1
+            self.bytes -= len(young.message.body) + _OVERHEAD_BYTES
         return young
 
     def lowest(self, pk: K) -> int | None:
@@ -84,8 +94,8 @@ class YoungMessages(Generic[K]):
 
     def due(self, now_ms: int) -> list[K]:
         """The partitions holding a message older than `max_age_ms` (all of them when more
-        than `max_count` are held), oldest first."""
-        if self.count > self._max_count:
+        than `max_count` messages or `max_bytes` are held), oldest first."""
+        if self._crowded():
             return list(self._since)
         cutoff = now_ms - self.max_age_ms
         due = []
@@ -97,19 +107,20 @@ class YoungMessages(Generic[K]):
 
     def take_due(self, pk: K, now_ms: int) -> list[tuple[int, Young]]:
         """Take the partition's messages older than `max_age_ms`, lowest offset first (all
-        of them when more than `max_count` are held)."""
+        of them when too many are held)."""
         held = self._of.get(pk)
         if not held:
             self._since.pop(pk, None)
             return []
-        cutoff = now_ms - self.max_age_ms if self.count <= self._max_count else None
+        cutoff = None if self._crowded() else now_ms - self.max_age_ms
         taken = []
         for offset, young in held.items():
             if cutoff is not None and young.ingested_ms > cutoff:
                 break
             taken.append((offset, young))
-        for offset, _ in taken:
+        for offset, young in taken:
             del held[offset]
+            self.bytes -= len(young.message.body) + _OVERHEAD_BYTES
         self.count -= len(taken)
         self._since.pop(pk, None)
         if held:
@@ -122,7 +133,11 @@ class YoungMessages(Generic[K]):
         if not held:
             return []
         self.count -= len(held)
+        self.bytes -= sum(len(young.message.body) + _OVERHEAD_BYTES for young in held.values())
         return list(held.items())
+
+    def _crowded(self) -> bool:
+        return self.count > self._max_count or self.bytes > self._max_bytes
 
     def partitions(self) -> list[K]:
         return [pk for pk, held in self._of.items() if held]

@@ -8,12 +8,16 @@ closed: what the store had written is all that is left, as after a SIGKILL.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lease_store.clock import ManualClock
 from lease_store.kv import KeyValueStore
+from lease_store.rocks import RocksKeyValueStore
 from lease_store.store import LeaseStore
-from tests.builders import SECOND_MS, a_message, a_partition, on_every_backend, records
+from lease_store.young import Young, YoungMessages
+from tests.builders import SECOND_MS, a_fact, a_message, a_partition, on_every_backend, records
 
 YOUNG_MS = 1_000
 VISIBILITY_MS = 30 * SECOND_MS
@@ -178,17 +182,33 @@ def test_purge_and_drop_partition_take_young_messages_too(
     assert [keys(kv, tag) for tag in (b"F", b"M", b"X", b"D", b"S")] == [[], [], [], [], []]
 
 
-@on_every_backend
-def test_closing_writes_the_young_messages(
-    young: LeaseStore, kv: KeyValueStore, clock: ManualClock
-) -> None:
-    # Given two young messages, one received
-    young.ingest(PK, records(range(2)), clock.now_ms())
-    young.receive(PK, clock.now_ms(), 1, VISIBILITY_MS, RETENTION_MS)
+def test_closing_writes_the_young_messages(tmp_path: Path, clock: ManualClock) -> None:
+    # Given two young messages in a RocksDB store, one received
+    store = LeaseStore(RocksKeyValueStore(tmp_path / "kv"), young_ms=YOUNG_MS)
+    store.ingest(PK, records(range(2)), clock.now_ms())
+    store.receive(PK, clock.now_ms(), 1, VISIBILITY_MS, RETENTION_MS)
 
-    # When the store closes (the kv with it) and a memory kv is looked at
-    young._write_young(PK, None)  # what close() does before closing the kv
+    # When the store closes and is opened again
+    store.close()
+    reopened = LeaseStore(RocksKeyValueStore(tmp_path / "kv"), young_ms=YOUNG_MS)
 
-    # Then both are written and nothing is left to replay
-    assert len(keys(kv, b"F")) == 2
-    assert crash(kv).applied_offset(PK) == 1
+    # Then both were written: nothing is left to replay, the lease held
+    assert len(keys(reopened.kv, b"F")) == 2
+    assert reopened.applied_offset(PK) == 1
+    assert reopened.counts(PK, clock.now_ms()).in_flight == 1
+    reopened.close()
+
+
+def test_too_many_young_bytes_are_written_whatever_their_age(clock: ManualClock) -> None:
+    # Given a bound of 3 KB of young messages and four 1 KB bodies held at once
+    young = YoungMessages[str](max_age_ms=YOUNG_MS, max_bytes=3 * 1024)
+    for offset in range(4):
+        message = a_message(f"m{offset}", body=b"x" * 1024)
+        young.add("p", offset, Young(message, a_fact(), clock.now_ms()))
+
+    # When the periodic write looks, none of them old enough
+    due = young.due(clock.now_ms())
+    taken = [offset for offset, _ in young.take_due("p", clock.now_ms())]
+
+    # Then all are written, and the count and bytes held go back to none
+    assert (due, taken, young.count, young.bytes) == (["p"], [0, 1, 2, 3], 0, 0)
