@@ -173,4 +173,9 @@ def publish_partition(
     for gone in range(next_offset, applied + 1):
         follower.produce(LEASES_TOPIC, None, key=fact_key(pk, gone))
         published += 1
+    # Above the applied offset: messages held young when the gateway stopped (a crash), live
+    # (no record: untouched since ingest) but for those deleted, which their markers name.
+    for gone in store.deleted_young(pk):
+        follower.produce(LEASES_TOPIC, None, key=fact_key(pk, gone))
+        published += 1
     return published

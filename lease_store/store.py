@@ -266,6 +266,8 @@ class LeaseStore:
         self._deleted_young: dict[PartitionKey, set[int]] = {}
         # The `D` markers written for each partition and not yet dropped (`flush_young`).
         self._markers: dict[PartitionKey, list[int]] = {}
+        # The applied offset in each partition's last state written (with young messages).
+        self._applied_written: dict[PartitionKey, int] = {}
         # How many messages each partition lost so far (deleted, expired, purged, moved to a
         # dead-letter queue; in memory only), and what `backlog_start` and `oldest_sent_ms`
         # last found at that count (the latter in `_oldest_sent_ms`, see below). Neither
@@ -493,6 +495,8 @@ class LeaseStore:
         batch = _Batch()
         fact = self.fact(pk, offset)
         if fact is None:
+            if self._not_ingested_yet(pk, st, offset, batch):
+                self._commit(pk, st, batch, sync=sync)
             return False
         self._drop(pk, offset, fact, batch)
         self._commit(pk, st, batch, sync=sync)
@@ -513,6 +517,7 @@ class LeaseStore:
             # message is still here needs no read; nor, when its receive is remembered, do
             # its MessageId and SentTimestamp (recent_ids.py).
             if offset in removed or offset not in vis:
+                self._not_ingested_yet(pk, st, offset, batch)
                 continue
             remembered = self._received_ids.take((pk.prefix, offset))
             if remembered is None and self._young is not None:
@@ -604,6 +609,15 @@ class LeaseStore:
                 self._drop(pk, offset, fact, batch)
                 dropped.append(message.message_id if message is not None else "")
             self._commit(pk, st, batch)
+        held = self._young.of(pk) if self._young is not None else None
+        if held:
+            expired = [(o, y) for o, y in held.items() if y.fact.sent_ms <= cutoff_ms]
+            if expired:
+                batch = _Batch()
+                for offset, young in expired:
+                    self._drop(pk, offset, young.fact, batch)
+                    dropped.append(young.message.message_id)
+                self._commit(pk, st, batch)
         self._scan_oldest_sent(pk)
         return dropped
 
@@ -647,13 +661,11 @@ class LeaseStore:
         for pk in self._young.due(now_ms):
             written += self._write_young(pk, now_ms)
         for pk, offsets in list(self._markers.items()):
-            st = self._states.get(pk)
-            if st is None:
-                del self._markers[pk]
+            # The applied offset of the partition's last state written: markers below it are
+            # not needed (a replay starts above them).
+            durable = self._applied_written.get(pk)
+            if durable is None:
                 continue
-            # The last state written says this (in-memory young messages change only in
-            # commits, each of which writes the state), so the markers below are not needed.
-            durable = self._durable_applied(pk, st)
             passed = [offset for offset in offsets if offset <= durable]
             if not passed:
                 continue
@@ -706,6 +718,12 @@ class LeaseStore:
             for key, raw in rows:
                 yield _I64.unpack_from(key, 1 + len(pk.prefix))[0], LeaseFact.decode(raw)
             start = rows[-1][0] + b"\x00"
+
+    def deleted_young(self, pk: PartitionKey) -> list[int]:
+        """Offsets above the applied offset whose messages were deleted young (their `D`
+        markers, read at the partition's load): a replay must skip them (young.py)."""
+        self._state(pk)
+        return sorted(self._deleted_young.get(pk, ()))
 
     def message(self, pk: PartitionKey, offset: int) -> StoredMessage | None:
         if self._young is not None and (young := self._young.get(pk, offset)) is not None:
@@ -770,6 +788,7 @@ class LeaseStore:
             self._young.take_all(pk)
         self._deleted_young.pop(pk, None)
         self._markers.pop(pk, None)
+        self._applied_written.pop(pk, None)
 
     # -- FIFO queues (fifo.py) -------------------------------------------------------------
 
@@ -1063,12 +1082,27 @@ class LeaseStore:
         if above:
             self._deleted_young[pk] = above
             self._markers[pk] = sorted(above)
-        if len(above) < len(offsets):
+        if len(above) < len(offsets) and self._young is not None:
+            # (only a store that holds young messages cleans up: `kqs inspect` reads only)
             batch = WriteBatch()
             for offset in offsets:
                 if offset <= applied_offset:
                     batch.delete(start + _offset_bytes(offset))
             self._kv.write(batch)
+
+    def _not_ingested_yet(
+        self, pk: PartitionKey, st: PartitionState, offset: int, batch: _Batch
+    ) -> bool:
+        """For a delete of a message this store has not (again) ingested: after a crash, a
+        young message's handle may come back before ingest has replayed it. A marker makes
+        the replay skip it, as for a young message deleted (young.py); without it the
+        delete, answered as done, would be undone. Returns whether it is such a message."""
+        if offset <= st.applied_offset or offset < st.purged_before_offset:
+            return False
+        batch.ops[b"D" + pk.prefix + _offset_bytes(offset)] = b""
+        self._deleted_young.setdefault(pk, set()).add(offset)
+        self._markers.setdefault(pk, []).append(offset)
+        return True
 
     def _write_young(self, pk: PartitionKey, now_ms: int | None) -> int:
         """Write the partition's young messages (`now_ms` None: all; else those due)."""
@@ -1079,6 +1113,9 @@ class LeaseStore:
             return 0
         batch = _Batch()
         self._put_young(pk, taken, batch)
+        # What was answered from the keys alone (no young message then) is not any more.
+        self._known_backlog_start.pop(pk, None)
+        self._oldest_exact_at.pop(pk, None)
         # Their facts reached the changelog with the writes that made them (or are the ones
         # ingest derives): nothing to report.
         self._commit(pk, self._state(pk), batch, report_facts=False)
@@ -1108,7 +1145,8 @@ class LeaseStore:
             return  # (young messages change facts without keys: those are still reported)
         vis = self._visibility[pk]
         st.visible, st.in_flight, st.delayed = vis.visible, vis.in_flight, vis.delayed
-        batch.put(_state_key(pk), self._state_bytes(pk, st))
+        durable = self._durable_applied(pk, st)
+        batch.put(_state_key(pk), st.encode(durable))
         try:
             self._kv.write(batch, sync=sync)
         except BaseException:
@@ -1117,6 +1155,8 @@ class LeaseStore:
             self.forget_cached(pk)
             raise
         self._floors.written(pk.prefix, batch)
+        if self._young is not None:
+            self._applied_written[pk] = durable
         if self._on_commit is not None:
             self._on_commit(pk, batch.facts if report_facts else {}, st)
 

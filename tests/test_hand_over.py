@@ -67,3 +67,22 @@ def test_a_partition_emptied_entirely_is_all_tombstones() -> None:
 
     assert publish_partition(store, PK, 0, cast(FollowerProducer, follower)) == 4
     assert follower.records == {fact_key(PK, o): None for o in range(4)}
+
+
+def test_young_messages_deleted_before_a_crash_are_tombstones_and_the_live_ones_untouched() -> None:
+    # Given a gateway that held four young messages, deleted the second and died
+    clock = ManualClock(T0)
+    kv = MemoryKeyValueStore()
+    store = LeaseStore(kv, young_ms=1_000)
+    store.ingest(PK, records(range(4)), clock.now_ms())
+    store.receive(PK, clock.now_ms(), max_messages=4, visibility_ms=30_000, retention_ms=10**9)
+    store.remove_many(PK, [1], clock.now_ms())
+    store.sync()
+    follower = Recorder()
+
+    # When its store, as the crash left it, is handed over
+    published = publish_partition(LeaseStore(kv), PK, 0, cast(FollowerProducer, follower))
+
+    # Then the deleted one is a tombstone, and nothing is said of the live ones (a restore
+    # takes them from the queue topic as never received: their leases went with the crash)
+    assert (published, follower.records) == (1, {fact_key(PK, 1): None})

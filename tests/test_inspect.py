@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from gateway.config import Settings
 from tests.harness import GatewayProcess, json_client
 
 
@@ -77,7 +78,9 @@ def test_inspect_shows_offsets_state_and_counts(own_gateway: GatewayProcess) -> 
     sqs.delete_message(QueueUrl=url, ReceiptHandle=by_id[ids[0]]["ReceiptHandle"])
     sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=600)
 
-    # When inspect runs beside the running gateway (once its backlog commit caught up)
+    # When inspect runs beside the running gateway (once its backlog commit caught up, and
+    # the messages are past their young time: inspect reads only what the store has written)
+    time.sleep(Settings().lease_young_ms / 1000 + 0.5)
     report = _until_committed(own_gateway, name, 1)
 
     # Then Kafka's offsets, the lease store's state and the counts are all there

@@ -212,3 +212,51 @@ def test_too_many_young_bytes_are_written_whatever_their_age(clock: ManualClock)
 
     # Then all are written, and the count and bytes held go back to none
     assert (due, taken, young.count, young.bytes) == (["p"], [0, 1, 2, 3], 0, 0)
+
+
+@on_every_backend
+def test_a_delete_that_comes_back_before_the_replay_is_not_undone_by_it(
+    young: LeaseStore, kv: KeyValueStore, clock: ManualClock
+) -> None:
+    # Given three young messages received, and a crash before anything was written
+    young.ingest(PK, records(range(3)), clock.now_ms())
+    receive_all(young, clock)
+    reopened = crash(kv)
+
+    # When a consumer deletes the second with its handle before ingest has read it again
+    removed = reopened.remove_many(PK, [1], clock.now_ms())
+    reopened.sync()
+    single = reopened.remove(PK, 2, clock.now_ms())
+    reopened.ingest(PK, records(range(3)), clock.now_ms())
+
+    # Then the replay skips both: deleted as answered (nothing to report of them)
+    assert (removed, single) == ({}, False)
+    assert receive_all(reopened, clock) == [0]
+
+
+@on_every_backend
+def test_a_young_message_past_its_retention_is_dropped_and_not_counted(
+    young: LeaseStore, clock: ManualClock
+) -> None:
+    # Given a young message sent (by its timestamp) longer ago than the retention period
+    young.ingest(PK, [(0, a_message("old", sent_ms=clock.now_ms() - 2 * 60_000))], clock.now_ms())
+
+    # When expiry runs with a one-minute retention
+    dropped = young.expire_ids(PK, clock.now_ms(), 60_000)
+
+    # Then it is dropped and no longer counted
+    assert dropped == ["old"]
+    assert young.counts(PK, clock.now_ms()).visible == 0
+
+
+@on_every_backend
+def test_the_backlog_start_holds_after_young_messages_are_written(
+    young: LeaseStore, clock: ManualClock
+) -> None:
+    # Given the backlog start read while two messages were young, then their write
+    young.ingest(PK, records(range(2)), clock.now_ms())
+    first = young.backlog_start(PK)
+    young.flush_young(clock.now_ms() + YOUNG_MS)
+
+    # Then it still starts at the first message
+    assert (first, young.backlog_start(PK)) == (0, 0)
