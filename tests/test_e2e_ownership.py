@@ -139,7 +139,15 @@ def serving_and_other(
     """(index of a gateway serving partitions of `topic`, index of the other, the partitions
     the first serves). Which gateway serves a new topic's partitions is the group's choice:
     cooperative-sticky balances each member's total, not each topic."""
+    # A new topic's partitions may be taken by one gateway first and rebalanced a moment
+    # later: read the owners until two reads a second apart agree (at most ~20 s).
     owners = owners_of(bootstrap, topic)
+    for _ in range(20):
+        time.sleep(1.0)
+        again = owners_of(bootstrap, topic)
+        if again == owners:
+            break
+        owners = again
     ids = [gateway_id(g) for g in gateways]
     serving = 1 if ids[1] in {o.gateway for o in owners.values()} else 0
     partitions = {p for p, o in owners.items() if o.gateway == ids[serving]}
