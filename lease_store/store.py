@@ -417,17 +417,9 @@ class LeaseStore:
                 self._visibility[pk].add(
                     offset, fact.visible_at_ms, fact.receive_count > 0, st.swept_until_ms
                 )
-                oldest = self._oldest_sent_ms.get(pk)
-                if oldest is not None and fact.sent_ms < oldest:
-                    self._oldest_sent_ms[pk] = fact.sent_ms
-                added += 1
-                continue
-            self._put_fact(pk, st, offset, fact, batch)
-            at = _offset_bytes(offset)
-            message_key = pk.message_prefix + at  # _message_key
-            ops[message_key] = message.encode()
-            self._fresh.add(message_key, message)
-            ops[pk.expiry_prefix + _offset_bytes(max(fact.sent_ms, 0)) + at] = b""  # _expiry_key
+            else:
+                self._put_fact(pk, st, offset, fact, batch)
+                self._put_stored(pk, offset, message, fact.sent_ms, ops)
             oldest = self._oldest_sent_ms.get(pk)
             if oldest is not None and fact.sent_ms < oldest:
                 self._oldest_sent_ms[pk] = fact.sent_ms
@@ -1126,12 +1118,23 @@ class LeaseStore:
         entry, as ingest writes them."""
         ops = batch.ops
         for offset, young in taken:
-            at = _offset_bytes(offset)
-            ops[pk.fact_prefix + at] = young.fact.encode()
-            message_key = pk.message_prefix + at
-            ops[message_key] = young.message.encode()
-            self._fresh.add(message_key, young.message)
-            ops[pk.expiry_prefix + _offset_bytes(max(young.fact.sent_ms, 0)) + at] = b""
+            ops[pk.fact_prefix + _offset_bytes(offset)] = young.fact.encode()  # _fact_key
+            self._put_stored(pk, offset, young.message, young.fact.sent_ms, ops)
+
+    def _put_stored(
+        self,
+        pk: PartitionKey,
+        offset: int,
+        message: StoredMessage,
+        sent_ms: int,
+        ops: dict[bytes, bytes | None],
+    ) -> None:
+        """A message's stored copy (kept as an object too, fresh.py) and expiry entry."""
+        at = _offset_bytes(offset)
+        message_key = pk.message_prefix + at  # _message_key
+        ops[message_key] = message.encode()
+        self._fresh.add(message_key, message)
+        ops[pk.expiry_prefix + _offset_bytes(max(sent_ms, 0)) + at] = b""  # _expiry_key
 
     def _commit(
         self,
