@@ -75,6 +75,7 @@ from topology.move_task_log import MoveTaskLog
 from topology.names import CATALOG_TOPIC, REGION_PATTERN
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
+from topology.segment_sync import SegmentSync
 from topology.topic_tail import TopicTail
 
 log = logging.getLogger("kqs.gateway")
@@ -151,6 +152,7 @@ class _Parts:
             changelog_failures=self.changelog.failures,
             changelog_pending=self.changelog.pending,
             lease_syncs=messages.group_sync.syncs,
+            segment_syncs=self.producer.segment_sync.syncs if self.producer.segment_sync else 0,
             lease_sync_waiters=messages.group_sync.waiters,
             long_polls_parked=self.signals.parked,
             partitions_served=(
@@ -185,10 +187,18 @@ class KafkaClients:
             shards=self.settings.producer_shards,
             linger_ms=self.settings.produce_linger_ms,
             bulk_linger_ms=self.settings.produce_bulk_linger_ms,
+            segment_sync=SegmentSync(self.settings.segment_sync_dir)
+            if self.settings.segment_sync_dir is not None
+            else None,
         )
 
     def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
-        return TopicAdmin(bootstrap, self.settings.replication_factor, fsync_durable_topics)
+        return TopicAdmin(
+            bootstrap,
+            self.settings.replication_factor,
+            fsync_durable_topics,
+            gateway_syncs_queues=self.settings.segment_sync_dir is not None,
+        )
 
     def follower(self, name: str, confirmed: bool = False) -> FollowerProducer:
         return FollowerProducer(self.bootstrap, name, confirmed)
@@ -287,7 +297,7 @@ async def _start(
     catalog_state = await loop.run_in_executor(None, catalog.snapshot, settings.region)
     records = catalog_state.records
     await admin.ensure_durable(
-        [CATALOG_TOPIC] + [r.topic for r in records.values() if r.deleted_ms is None]
+        [CATALOG_TOPIC], [r.topic for r in records.values() if r.deleted_ms is None]
     )
     # Several gateways: a change is answered only once the changelog has it (see _sync).
     follower = kafka.follower("kqs-changelog", confirmed=settings.partition_ownership == "group")

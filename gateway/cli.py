@@ -31,7 +31,7 @@ from gateway.inspect_cli import add_inspect_subcommand
 from gateway.lean_http import LeanFront
 from gateway.workers import cpu_count, die_with_supervisor, run_workers, worker_index
 from spark_streaming.cli import add_analytics_subcommand
-from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker
+from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker, log_dir
 from topology.broker_cli import add_kafka_subcommands
 
 log = logging.getLogger("kqs.serve")
@@ -282,6 +282,10 @@ def serve(args: argparse.Namespace) -> int:
                 )
             )
             settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
+            if settings.topic_fsync and settings.segment_sync_dir is None:
+                # Same machine, same file system: the gateway syncs the queue topics' segments
+                # itself, cheaper than the broker's flush (topology/segment_sync.py).
+                settings = replace(settings, segment_sync_dir=log_dir(settings.kafka_dir))
         if workers > 1:
             return run_workers(settings, workers, receipt_secret(settings), _worker_args(args))
         collector.tune_for_serving()

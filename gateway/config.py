@@ -42,6 +42,12 @@ class Settings:
     topic_fsync: bool = field(
         default_factory=lambda: os.environ.get("KQS_TOPIC_FSYNC", "1") not in ("0", "false")
     )
+    # The embedded broker's log directory, when this gateway syncs the queue topics' segments
+    # there itself instead of the broker (topology/segment_sync.py): set by `kqs serve` when
+    # it starts the broker (and handed to its workers); None: the broker syncs them.
+    segment_sync_dir: Path | None = field(
+        default_factory=lambda: Path(d) if (d := os.environ.get("KQS_SEGMENT_SYNC_DIR")) else None
+    )
     account_id: str = field(
         default_factory=lambda: os.environ.get("KQS_ACCOUNT_ID", "000000000000")
     )

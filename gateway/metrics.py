@@ -106,6 +106,7 @@ class Snapshot:
     changelog_failures: int = 0
     changelog_pending: int = 0
     lease_syncs: int = 0
+    segment_syncs: int = 0
     lease_sync_waiters: int = 0
     long_polls_parked: int = 0
     partitions_served: int = 0
@@ -197,6 +198,12 @@ def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
         "kqs_lease_store_syncs_total",
         "fsyncs of the lease store made for deletes and visibility changes (group commit).",
         [({}, snapshot.lease_syncs)],
+    )
+    out.family(
+        "kqs_queue_segment_syncs_total",
+        "fsyncs of the embedded broker's queue-topic segments (and their directories) made by "
+        "the gateway before acknowledging sends; 0 where the broker syncs them.",
+        [({}, snapshot.segment_syncs)],
     )
     out.family(
         "kqs_lease_store_sync_waiters_total",

@@ -416,7 +416,7 @@ class QueueRegistry:
         await self._admin.create_topic(
             record.topic,
             record.partitions,
-            self._admin.durable(
+            self._admin.queue_durable(
                 {
                     "cleanup.policy": "delete",
                     "retention.ms": topic_retention_ms(record),

@@ -125,6 +125,12 @@ def _worker(settings: Settings, index: int, secret: bytes, worker_args: list[str
         "KQS_RECEIPT_SECRET": secret.decode(),
         SUPERVISOR_PID_ENV: str(os.getpid()),
         WORKER_INDEX_ENV: str(index),  # in each of its log lines
+        # The embedded broker's log directory, when the workers sync its segments themselves.
+        **(
+            {"KQS_SEGMENT_SYNC_DIR": str(settings.segment_sync_dir)}
+            if settings.segment_sync_dir
+            else {}
+        ),
     }
     return _Worker(index, command, env)
 

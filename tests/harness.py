@@ -62,6 +62,12 @@ def _docker_answers() -> bool:
         return False
 
 
+# The log directory of each jar broker `kafka_for_tests` started, by bootstrap: a gateway on
+# one of them syncs its queue topics' segments itself, as `kqs serve` does on its embedded
+# broker (same machine; topology/segment_sync.py).
+LOG_DIRS: dict[str, Path] = {}
+
+
 @contextlib.contextmanager
 def kafka_for_tests(work_dir: Path) -> Iterator[str]:
     """Yield a bootstrap address of a real Kafka broker for the test session."""
@@ -77,10 +83,12 @@ def kafka_for_tests(work_dir: Path) -> Iterator[str]:
         return
     data_dir = work_dir / "kafka"
     info = broker.start(data_dir, port=free_port(), controller_port=free_port())
+    LOG_DIRS[info.bootstrap] = broker.log_dir(data_dir)
     try:
         yield info.bootstrap
     finally:
         broker.stop(data_dir)
+        LOG_DIRS.pop(info.bootstrap, None)
 
 
 class KafkaCluster:
@@ -179,6 +187,11 @@ class GatewayProcess:
             **os.environ,
             "KQS_KAFKA_BOOTSTRAP": self.bootstrap,
             "KQS_OFFSET_COMMIT_INTERVAL_S": "0.5",
+            **(
+                {"KQS_SEGMENT_SYNC_DIR": str(LOG_DIRS[self.bootstrap])}
+                if self.bootstrap in LOG_DIRS
+                else {}
+            ),
             **self.extra_env,
         }
         with self.log_path.open("ab") as log:

@@ -38,6 +38,11 @@ _CREATE_CHUNK = 500
 # share one fsync. Other topics (`__kqs_events`, `__kqs_leases`, consumer offsets) are copies
 # or analytics and are left to the OS page cache (docs/ARCHITECTURE.md, "Durability").
 FSYNC_EACH_APPEND = {"flush.messages": "1"}
+# Queue topics whose records the gateway itself syncs to disk (the embedded broker,
+# topology/segment_sync.py): no flush per append (Kafka's default), and a flush a minute by the
+# broker's log flusher, which moves the partition's recovery point on, so that a broker
+# restarted after an unclean shutdown re-reads at most about a minute of each log.
+SYNCED_BY_GATEWAY = {"flush.messages": str(2**63 - 1), "flush.ms": "60000"}
 
 # ListOffsets answered with a stale leader epoch: tries in all (see `_list_offsets`).
 _LIST_OFFSETS_ATTEMPTS = 3
@@ -61,6 +66,7 @@ class TopicAdmin:
         bootstrap: str,
         replication_factor: int = USE_CLUSTER_DEFAULT,
         fsync_durable_topics: bool = True,
+        gateway_syncs_queues: bool = False,
     ) -> None:
         # No `logger`: confluent-kafka serves its lines from poll(), which nothing calls on an
         # admin client, so they would pile up in memory; librdkafka writes them to stderr.
@@ -73,6 +79,7 @@ class TopicAdmin:
         self._admin = AdminClient(config)
         self._replication_factor = replication_factor
         self._fsync = fsync_durable_topics
+        self._gateway_syncs_queues = fsync_durable_topics and gateway_syncs_queues
         # Topics to create in the next CreateTopics request, with the calls waiting on each.
         self._to_create: dict[str, tuple[NewTopic, list[asyncio.Future[None]]]] = {}
         self._creating: asyncio.Task[None] | None = None
@@ -80,6 +87,12 @@ class TopicAdmin:
     def durable(self, config: dict[str, str]) -> dict[str, str]:
         """`config` for a topic that holds a durable record: fsync per append if configured."""
         return {**config, **FSYNC_EACH_APPEND} if self._fsync else config
+
+    def queue_durable(self, config: dict[str, str]) -> dict[str, str]:
+        """`config` for a queue topic: as `durable`, unless the gateway syncs its records."""
+        return (
+            {**config, **SYNCED_BY_GATEWAY} if self._gateway_syncs_queues else self.durable(config)
+        )
 
     async def create_topic(self, name: str, partitions: int, config: dict[str, str]) -> None:
         """Create a topic; an existing topic of that name is accepted as is.
@@ -150,14 +163,20 @@ class TopicAdmin:
             if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise
 
-    async def ensure_durable(self, names: list[str]) -> None:
-        """Bring existing durable topics in line with `durable()`; a no-op without fsync.
+    async def ensure_durable(self, names: list[str], queue_topics: list[str]) -> None:
+        """Bring existing durable topics in line with `durable()` and queue topics with
+        `queue_durable()`; a no-op without fsync.
 
         Topics created before per-topic fsync relied on the embedded broker's broker-wide
-        `log.flush.interval.messages=1`, which is gone.
+        `log.flush.interval.messages=1`, which is gone; a queue topic's flush setting follows
+        whether this gateway or the broker syncs its records.
         """
         if self._fsync:
-            await self._alter({name: FSYNC_EACH_APPEND for name in names})
+            queue_config = self.queue_durable({})
+            await self._alter(
+                {name: FSYNC_EACH_APPEND for name in names}
+                | {name: queue_config for name in queue_topics}
+            )
 
     async def set_topic_config(self, name: str, config: dict[str, str]) -> None:
         """Set some of a topic's settings; the others keep their values."""

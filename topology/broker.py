@@ -482,6 +482,11 @@ def _read_state(data_dir: Path) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {}
 
 
+def log_dir(data_dir: Path) -> Path:
+    """The broker's `log.dirs`: a directory per topic partition, holding its segments."""
+    return data_dir / _LOG_DIRS
+
+
 def _write_server_properties(
     data_dir: Path,
     host: str,
@@ -502,7 +507,7 @@ def _write_server_properties(
         "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": str(data_dir / _LOG_DIRS),
+        "log.dirs": str(log_dir(data_dir)),
         # Internal topics default to 3 replicas, which one node can never satisfy.
         "offsets.topic.replication.factor": 1,
         "transaction.state.log.replication.factor": 1,
@@ -526,6 +531,10 @@ def _write_server_properties(
         "background.threads": 2,
         "num.recovery.threads.per.data.dir": 1,
         "log.cleaner.threads": 1,
+        # How often the log flusher looks for logs due a time-based flush: only topics with a
+        # `flush.ms` have one (the queue topics whose records the gateway syncs itself; see
+        # topology/admin.py SYNCED_BY_GATEWAY). Kafka's default is never.
+        "log.flush.scheduler.interval.ms": 10_000,
     }
     if cluster is not None:
         replicas, min_isr = cluster.replication_factor, cluster.min_insync_replicas

@@ -48,6 +48,11 @@ def queue_topic(region: str, account_id: str, queue_name: str, incarnation_hex: 
     return f"kqs.{region}.{account_id}.{queue_name}.{incarnation_hex}"
 
 
+def is_queue_topic(topic: str) -> bool:
+    """Whether `topic` is a queue's (KQS's own topics start with `__kqs_`)."""
+    return topic.startswith("kqs.")
+
+
 def parse_queue_topic(topic: str) -> tuple[str, str, str, str] | None:
     """(region or "" for the region-less form, account id, queue name, incarnation), or None."""
     parts = topic.split(".")

@@ -25,8 +25,10 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from lease_store.value_class import value_class
 from topology.client_log import LIBRDKAFKA
+from topology.names import is_queue_topic
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import MAX_RECORD_BYTES
+from topology.segment_sync import SegmentSync
 
 log = logging.getLogger("kqs.producer")
 
@@ -118,6 +120,7 @@ class AsyncProducer:
         shards: int = 1,
         linger_ms: int = DEFAULT_LINGER_MS,
         bulk_linger_ms: int = 0,
+        segment_sync: SegmentSync | None = None,
     ) -> None:
         self._config = {
             "bootstrap.servers": bootstrap,
@@ -144,6 +147,9 @@ class AsyncProducer:
         # Each topic's shard, once chosen (a CRC of the name): asked for every record.
         self._shard_of: dict[str, _Shard] = {}
         self._bulk_shard_of: dict[str, _Shard] = {}
+        # With the embedded broker, the queue topics' records are synced to disk here, before
+        # their reports reach the event loop (topology/segment_sync.py).
+        self.segment_sync = segment_sync
         self._shard(0)  # connect now: a misconfigured bootstrap shows at start-up
 
     def crowded(self) -> bool:
@@ -198,6 +204,8 @@ class AsyncProducer:
         batch: list[_Report] = []
         while shard.reports:
             batch.append(shard.reports.popleft())
+        if self.segment_sync is not None:
+            batch = _synced(self.segment_sync, batch)
         try:
             self._loop.call_soon_threadsafe(self._settle_all, batch)
         except RuntimeError:
@@ -386,6 +394,32 @@ class AsyncProducer:
         for shard in self._live_shards():
             if shard.poller is not None:
                 shard.poller.join(timeout=5)
+
+
+def _synced(segment_sync: SegmentSync, batch: list[_Report]) -> list[_Report]:
+    """`batch` once its queue-topic records are synced to disk; a record whose segment could
+    not be synced is reported failed, so its send is not acknowledged."""
+    ranges: dict[tuple[str, int], tuple[int, int]] = {}
+    for _, _, error, msg in batch:
+        topic = msg.topic()
+        if error is not None or topic is None or not is_queue_topic(topic):
+            continue
+        key, offset = (topic, msg.partition() or 0), msg.offset() or 0
+        lowest, highest = ranges.get(key, (offset, offset))
+        ranges[key] = (min(lowest, offset), max(highest, offset))
+    if not ranges:
+        return batch
+    failed = segment_sync.sync(ranges)
+    if not failed:
+        return batch
+    for partition, reason in failed.items():
+        log.error("queue records not synced", extra={"topic": partition[0], "error": reason})
+    return [
+        (future, on_delivered, KafkaError(KafkaError._FS, failed[key]), msg)
+        if error is None and (key := (msg.topic() or "", msg.partition() or 0)) in failed
+        else (future, on_delivered, error, msg)
+        for future, on_delivered, error, msg in batch
+    ]
 
 
 def coordinates(msg: Message) -> tuple[str, int, int]:

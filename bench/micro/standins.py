@@ -248,7 +248,10 @@ class NullAdmin(TopicAdmin):
     def durable(self, config: dict[str, str]) -> dict[str, str]:
         return config
 
-    async def ensure_durable(self, names: list[str]) -> None:
+    def queue_durable(self, config: dict[str, str]) -> dict[str, str]:
+        return config
+
+    async def ensure_durable(self, names: list[str], queue_topics: list[str]) -> None:
         pass
 
     async def create_topic(self, name: str, partitions: int, config: dict[str, str]) -> None:

@@ -34,7 +34,8 @@ from bench.sidebyside.threads import report, server_pids, thread_ticks
 # the lease store's syncs and the changelog's records.
 _COUNTED = re.compile(
     r"^(kqs_requests_total|kqs_kafka_producer_(requests_sent|messages_sent)_total"
-    r"|kqs_lease_store_syncs_total|kqs_lease_changelog_records_total)\b"
+    r"|kqs_lease_store_syncs_total|kqs_queue_segment_syncs_total"
+    r"|kqs_lease_changelog_records_total)\b"
 )
 
 
