@@ -258,7 +258,9 @@ def test_gateway_sigkill_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
 def test_broker_sigkill_cycles(kafka_dir: Path, tmp_path: Path) -> None:
     port, controller_port = free_port(), free_port()
     info = broker.start(kafka_dir, port=port, controller_port=controller_port)
-    gateway = GatewayProcess(tmp_path / "gateway", info.bootstrap)
+    # Its broker on its machine: the gateway syncs the queue topics' segments, as `kqs serve`
+    # does with its embedded broker, so each kill finds logs the broker never flushed itself.
+    gateway = GatewayProcess(tmp_path / "gateway", info.bootstrap, env=_segment_sync(kafka_dir))
     gateway.start()
     rng = random.Random(7)
     workload: Workload | None = None
@@ -277,6 +279,10 @@ def test_broker_sigkill_cycles(kafka_dir: Path, tmp_path: Path) -> None:
         gateway.stop()
 
 
+def _segment_sync(kafka_dir: Path) -> dict[str, str]:
+    return {"KQS_SEGMENT_SYNC_DIR": str(broker.log_dir(kafka_dir))}
+
+
 SCALE_OUT_ENV = {
     "KQS_PARTITION_OWNERSHIP": "group",
     "KQS_RECEIPT_SECRET": "crash-suite-scale-out-secret",
@@ -292,9 +298,8 @@ def test_broker_sigkill_cycles_under_two_gateways(kafka_dir: Path, tmp_path: Pat
     down meanwhile. Every message is accounted for as in the kill cycles."""
     port, controller_port = free_port(), free_port()
     info = broker.start(kafka_dir, port=port, controller_port=controller_port)
-    serving = [
-        GatewayProcess(tmp_path / f"gateway-{i}", info.bootstrap, env=SCALE_OUT_ENV) for i in (1, 2)
-    ]
+    env = SCALE_OUT_ENV | _segment_sync(kafka_dir)
+    serving = [GatewayProcess(tmp_path / f"gateway-{i}", info.bootstrap, env=env) for i in (1, 2)]
     rng = random.Random(13)
     with _group_under_load(serving) as (urls, workload):
         restarts = _broker_kill_cycles(kafka_dir, port, controller_port, rng)
