@@ -34,7 +34,7 @@ class FakeAdmin:
     def __init__(self) -> None:
         self.topics: list[str] = []
 
-    def durable(self, config: dict[str, str]) -> dict[str, str]:
+    def queue_durable(self, config: dict[str, str]) -> dict[str, str]:
         return config
 
     async def create_topic(self, name: str, partitions: int, config: dict[str, str]) -> None:
