@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness import GatewayProcess, free_port, json_client, signed_headers
+from tests.prometheus_text import scrape
 from topology import broker
 
 SENDERS = 4
@@ -199,6 +200,8 @@ def test_a_killed_gateways_broker_is_adopted_and_stopped_cleanly_by_the_next_one
         url = sqs.create_queue(QueueName=f"orphan-{uuid.uuid4().hex[:8]}")["QueueUrl"]
         sent = sqs.send_message(QueueUrl=url, MessageBody="kept")["MessageId"]
         first_pid = gateway.pid
+        # (answered after the gateway synced its segment: `kqs serve` does, on its own broker)
+        assert scrape(gateway.endpoint).value("kqs_queue_segment_syncs_total") > 0
 
         # When the gateway is killed with SIGKILL, its broker outlives it, owned by nobody
         gateway.kill()
