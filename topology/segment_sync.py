@@ -19,12 +19,9 @@ the first time one of its segments is, so a new segment's name survives a power 
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-
-log = logging.getLogger("kqs.segment_sync")
 
 # A partition's records of one batch of delivery reports: the lowest and highest offset.
 OffsetRange = tuple[int, int]
@@ -38,7 +35,9 @@ class SegmentSync:
 
     def __init__(self, log_dir: Path) -> None:
         self._log_dir = log_dir
-        # Per partition, the newest segment whose directory entry is synced.
+        # Per partition, the newest segment whose directory entry is synced. The poll threads of
+        # a topic's prompt and bulk producers may sync one partition at once: at worst a
+        # directory is synced twice.
         self._dir_synced: dict[TopicPartition, int] = {}
         # Syncs done (segments and directories), for `/metrics`; poll threads add to it.
         self.syncs = 0
