@@ -39,7 +39,9 @@ class SegmentSync:
         # a topic's prompt and bulk producers may sync one partition at once: at worst a
         # directory is synced twice.
         self._dir_synced: dict[TopicPartition, int] = {}
-        # Syncs done (segments and directories), for `/metrics`; poll threads add to it.
+        # Syncs done, for `/metrics`: segment files, and a partition's directory when a new
+        # segment's entry is synced (the log directory's one-off sync is not counted); poll
+        # threads add to it.
         self.syncs = 0
 
     def sync(self, ranges: Mapping[TopicPartition, OffsetRange]) -> dict[TopicPartition, str]:
