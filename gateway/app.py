@@ -12,7 +12,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import cast
@@ -416,6 +416,7 @@ async def _start(
         move_tasks_tail = task_log.follow()
         move_tasks_tail.start(loop)
     app[RUNTIME] = Runtime(settings, clock, registry, messages, move_tasks, sink)
+    app[SETTLE_DELIVERED] = producer.settle_handed
     app[SIGNALS] = signals
     log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
     backlog = asyncio.create_task(
@@ -525,7 +526,7 @@ def lean_front(app: web.Application) -> LeanFront:
         protocol = detect_protocol(cast(web.Request, request))
         app[REQUEST_METRICS].observe("unknown", protocol.value, _CLIENT_GONE.code, 0.0, False)
 
-    return LeanFront(
+    front = LeanFront(
         app,
         routes,
         INTERNAL_PATH,
@@ -535,6 +536,9 @@ def lean_front(app: web.Application) -> LeanFront:
         app[IN_FLIGHT],
         client_gone,
     )
+    if SETTLE_DELIVERED in app:  # the gateway has started (the front is made after that)
+        front.settle_delivered = app[SETTLE_DELIVERED]
+    return front
 
 
 def _runtime(request: web.Request) -> Runtime:
@@ -598,6 +602,8 @@ class InFlight:
 
 
 IN_FLIGHT = web.AppKey("in_flight", InFlight)
+# The producer's `settle_handed`, for the lean front to call before each read (`lean_front`).
+SETTLE_DELIVERED: web.AppKey[Callable[[], object]] = web.AppKey("settle_delivered")
 
 
 async def drain(app: web.Application, timeout_s: float) -> int:

@@ -74,6 +74,10 @@ def _is_send(request: LeanRequest) -> bool:
     return b"Action=SendMessage" in request._body
 
 
+def _nothing_to_settle() -> None:
+    pass
+
+
 def _date_header() -> bytes:
     """`Date`, which HTTP/1.1 servers send (RFC 9110 §6.6.1); formatted once a second."""
     global _date
@@ -189,6 +193,8 @@ class LeanProtocol(asyncio.Protocol):
         self._queued.clear()
 
     def data_received(self, data: bytes) -> None:
+        # Sends whose records Kafka acknowledged answer before more requests are read.
+        self._front.settle_delivered()
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -386,6 +392,9 @@ class LeanFront:
         self.client_gone = client_gone
         self.connections: set[LeanProtocol] = set()
         self.closing = False
+        # Settles the delivery reports the producer has handed over (`AsyncProducer.
+        # settle_handed`), called before each read; none until the gateway has started.
+        self.settle_delivered: Callable[[], object] = _nothing_to_settle
 
     def protocol(self) -> LeanProtocol:
         return LeanProtocol(self)

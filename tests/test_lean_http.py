@@ -213,6 +213,23 @@ async def test_a_send_starts_on_the_reading_stack_and_other_requests_a_turn_late
     writer.close()
 
 
+async def test_delivery_reports_are_settled_before_each_read(
+    served: tuple[int, Seen, InFlight, LeanFront],
+) -> None:
+    """Before it parses what arrived, the front settles the producer's handed-over delivery
+    reports (`settle_delivered`), so sends waiting for them answer ahead of new requests."""
+    port, seen, _, front = served
+    calls: list[int] = []  # how many requests the handler had seen at each call
+    front.settle_delivered = lambda: calls.append(len(seen.requests))
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for body in (b"one", b"two"):
+        writer.write(_post("/", body, "X-Amz-Target: AmazonSQS.SendMessage"))
+        await _read_answer(reader)
+    assert calls[0] == 0 and calls[-1] == 1  # before reading the first request, the second
+    assert len(seen.requests) == 2
+    writer.close()
+
+
 async def test_routes_health_internal_and_an_http_error_a_handler_raises(
     served: tuple[int, Seen, InFlight, LeanFront],
 ) -> None:

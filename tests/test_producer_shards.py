@@ -1,11 +1,12 @@
 """`AsyncProducer` with several shards against a real broker: every topic keeps the order of
 its records and batches of reports still reach the batch listeners; the statistics of the
-shards add up."""
+shards add up; reports handed over are settled once, by the loop's code or its callback."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 
 from topology.admin import TopicAdmin
@@ -120,3 +121,45 @@ def test_bulk_sends_go_through_their_own_producer_and_are_counted_until_settled(
     assert shards_in_use == 2
     assert sorted(d.offset for d in delivered) == list(range(12))
     assert counted == [12, 1, 0]
+
+
+def test_reports_handed_over_are_settled_by_whoever_comes_first(kafka_bootstrap: str) -> None:
+    """`settle_handed` settles what the poll threads handed over without waiting for the
+    callback each hand-over schedules (the lean front calls it before each read); that
+    callback then finds nothing left, and nothing is settled twice."""
+    topic = f"handed-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[int, bool, int, int]:
+        admin = TopicAdmin(kafka_bootstrap)
+        await admin.create_topic(topic, 1, {})
+        producer = AsyncProducer(kafka_bootstrap)
+        batches = 0
+
+        def listener() -> None:
+            nonlocal batches
+            batches += 1
+
+        producer.add_batch_listener(listener)
+        try:
+            # Given records whose reports the poll thread hands over while the loop is busy
+            # (blocked here, so the scheduled callbacks cannot run)
+            futures = [producer.start(topic, f"{n}".encode(), key=b"k") for n in range(3)]
+            settled = 0
+            for _ in range(500):
+                settled += producer.settle_handed()
+                if settled == len(futures):
+                    break
+                time.sleep(0.01)  # noqa: ASYNC251 - blocking the loop is the point here
+            # When they were settled from the loop's own code: done at once
+            done_at_once = all(future.done() for future in futures)
+            # Then the scheduled callbacks, run now, settle nothing again
+            await asyncio.sleep(0.05)
+            return settled, done_at_once, batches, producer.unsettled
+        finally:
+            producer.close()
+
+    settled, done_at_once, batches, unsettled = asyncio.run(scenario())
+    assert settled == 3
+    assert done_at_once
+    assert 1 <= batches <= 3  # one per settle that found reports, none from the callbacks
+    assert unsettled == 0
