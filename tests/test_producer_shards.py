@@ -17,6 +17,16 @@ TOPICS = 12
 RECORDS_PER_TOPIC = 20
 
 
+class _BatchCount:
+    """A batch listener that counts the batches of reports settled."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+
+
 def test_records_of_each_topic_keep_their_order_across_shards(kafka_bootstrap: str) -> None:
     prefix = f"shards-{uuid.uuid4().hex[:8]}"
     topics = [f"{prefix}-{i}" for i in range(TOPICS)]
@@ -25,13 +35,8 @@ def test_records_of_each_topic_keep_their_order_across_shards(kafka_bootstrap: s
         admin = TopicAdmin(kafka_bootstrap)
         await asyncio.gather(*(admin.create_topic(t, 1, {}) for t in topics))
         producer = AsyncProducer(kafka_bootstrap, statistics=True, shards=4)
-        batches = 0
-
-        def listener() -> None:
-            nonlocal batches
-            batches += 1
-
-        producer.add_batch_listener(listener)
+        batches = _BatchCount()
+        producer.add_batch_listener(batches)
         try:
             # Given every topic's records started interleaved, in one go
             futures: dict[str, list[asyncio.Future[Delivered]]] = {t: [] for t in topics}
@@ -39,7 +44,7 @@ def test_records_of_each_topic_keep_their_order_across_shards(kafka_bootstrap: s
                 for topic in topics:
                     futures[topic].append(producer.start(topic, f"{n}".encode(), key=b"k"))
             delivered = {t: list(await asyncio.gather(*fs)) for t, fs in futures.items()}
-            return delivered, producer.shards_in_use, batches
+            return delivered, producer.shards_in_use, batches.count
         finally:
             producer.close()
 
@@ -133,13 +138,8 @@ def test_reports_handed_over_are_settled_by_whoever_comes_first(kafka_bootstrap:
         admin = TopicAdmin(kafka_bootstrap)
         await admin.create_topic(topic, 1, {})
         producer = AsyncProducer(kafka_bootstrap)
-        batches = 0
-
-        def listener() -> None:
-            nonlocal batches
-            batches += 1
-
-        producer.add_batch_listener(listener)
+        batches = _BatchCount()
+        producer.add_batch_listener(batches)
         try:
             # Given records whose reports the poll thread hands over while the loop is busy
             # (blocked here, so the scheduled callbacks cannot run)
@@ -154,7 +154,7 @@ def test_reports_handed_over_are_settled_by_whoever_comes_first(kafka_bootstrap:
             done_at_once = all(future.done() for future in futures)
             # Then the scheduled callbacks, run now, settle nothing again
             await asyncio.sleep(0.05)
-            return settled, done_at_once, batches, producer.unsettled
+            return settled, done_at_once, batches.count, producer.unsettled
         finally:
             producer.close()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections import deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -73,6 +74,7 @@ class InstantProducer(AsyncProducer):
         self._batch_listeners = []
         self._settled_listeners = []
         self.unsettled = 0  # records are acknowledged at once: never crowded
+        self._handed = deque()  # nothing is ever handed over by a poll thread
         self._instant: list[tuple[asyncio.Future[Delivered], OnDelivered | None, Delivered]] = []
 
     def _produce(
