@@ -230,9 +230,9 @@ class AsyncProducer:
         handed = self._handed
         if not handed:
             return 0
-        reports = handed.popleft()
+        reports = handed.popleft()  # the poll thread's list, ours from here: extended in place
         while handed:
-            reports = reports + handed.popleft()
+            reports.extend(handed.popleft())
         self._settle_all(reports)
         return len(reports)
 
