@@ -26,7 +26,7 @@ import functools
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from confluent_kafka import KafkaException
@@ -71,6 +71,17 @@ from topology.producer import AsyncProducer, Delivered, ProduceFailed
 from topology.record_format import to_headers
 
 log = logging.getLogger("kqs.messages")
+
+
+@dataclass(slots=True)
+class _Taken:
+    """Leases a receive took from one partition: those of `received[start:]` up to the next
+    run's start, in the spell of serving `spell` (`GroupOwnership.serving_since`)."""
+
+    pk: PartitionKey
+    spell: int
+    start: int
+
 
 # How long a send waits for its record to come back through ingest before answering anyway.
 # The record is durable in Kafka by then; only its immediate receivability is at stake.
@@ -533,7 +544,7 @@ class MessageService:
             if self._everything_here
             else tuple(pk for pk in rotated if self.ownership.serves(record.topic, pk.partition))
         )
-        received, moved = await self._receive_partitions(
+        received, moved, taken = await self._receive_partitions(
             record, served, max_messages, visibility_ms, now_ms
         )
         owners = self.owners(record, rotated)
@@ -541,6 +552,8 @@ class MessageService:
             forwarded, moved_there = await self._forwarder.receive(
                 owners, record.topic, max_messages - len(received), visibility_ms
             )
+            if taken:
+                received = await self._still_served(record, received, taken)
             received += forwarded
             moved += moved_there
         return received, moved
@@ -557,7 +570,7 @@ class MessageService:
             raise NotServedHere(f"{record.topic}/{partitions}")
         pks = [keys[p] for p in still]
         now_ms = self._clock.now_ms()
-        received, moved = await self._receive_partitions(
+        received, moved, _ = await self._receive_partitions(
             record, pks, max_messages, visibility_ms, now_ms
         )
         if not received:
@@ -571,7 +584,10 @@ class MessageService:
         max_messages: int,
         visibility_ms: int,
         now_ms: int,
-    ) -> tuple[list[Received], int]:
+    ) -> tuple[list[Received], int, list[_Taken]]:
+        """Lease up to `max_messages` from `pks` (served here): the leases, how many messages
+        went to the DLQ, and, with several gateways, which partition and spell of serving
+        each run of leases came from (`_still_served`)."""
         if not self._everything_here:
             # Woken from a stall, leases taken on partitions the group gave away would reach
             # the changelog after their next owner's own records (`PauseWatch`).
@@ -585,14 +601,18 @@ class MessageService:
         fifo_queue = is_fifo(record)
         received: list[Received] = []
         moved = 0
+        taken: list[_Taken] = []
         for pk in pks:
             wanted = max_messages - len(received)
             if wanted <= 0:
                 break
-            if not self._everything_here and not self.ownership.serves(record.topic, pk.partition):
-                # Released while a dead-letter move awaited Kafka: its next owner may have
-                # restored it already, without a lease taken here now.
-                continue
+            if not self._everything_here:
+                spell = self.ownership.serving_since(record.topic, pk.partition)
+                if spell is None:
+                    # Released while a dead-letter move awaited Kafka: its next owner may have
+                    # restored it already, without a lease taken here now.
+                    continue
+                taken.append(_Taken(pk, spell, len(received)))
             # FIFO: groups in order, nothing from a group with a message in flight. Fair: a
             # standard queue known to carry MessageGroupIds (`fair_topics`); groups take turns.
             plain = not fifo_queue and record.topic not in self.fair_topics
@@ -624,7 +644,43 @@ class MessageService:
             if outcome.dead_letter and dlq is not None:
                 await self._dead_letter(record, dlq, pk, outcome.dead_letter)
                 moved += len(outcome.dead_letter)
-        return received, moved
+                if taken:  # the loop may have stood still while the move awaited Kafka
+                    received = await self._still_served(record, received, taken)
+        return received, moved, taken
+
+    async def _still_served(
+        self, record: QueueRecord, received: list[Received], taken: list[_Taken]
+    ) -> list[Received]:
+        """The leases of `received` (runs of `taken`) whose partition is still served in the
+        spell they were taken in, once the receive has waited for something after taking them
+        (a forwarded receive, a dead-letter move); `taken` is updated to match.
+
+        A gateway stopped in that wait past its session lost those partitions: their next
+        owner restored them without these leases (still in this gateway's changelog queue
+        then), and may have delivered and deleted the messages since. Answering them on
+        waking would deliver them after their deletion (the crash suite's SIGSTOP run, session
+        35). Those leased on a moved partition are not answered; they are not lost: the next
+        owner serves them, and this gateway's copy of the partition is rebuilt if it comes
+        back."""
+        await self.ownership.settled()  # at once unless the loop stood still
+        kept: list[Received] = []
+        still: list[_Taken] = []
+        for i, run in enumerate(taken):
+            end = taken[i + 1].start if i + 1 < len(taken) else len(received)
+            if self.ownership.serving_since(record.topic, run.pk.partition) != run.spell:
+                log.warning(
+                    "leases taken before the partition moved are not answered",
+                    extra={
+                        "queue": record.key,
+                        "partition": run.pk.partition,
+                        "leases": end - run.start,
+                    },
+                )
+                continue
+            still.append(_Taken(run.pk, run.spell, len(kept)))
+            kept.extend(received[run.start : end])
+        taken[:] = still
+        return kept
 
     def served_here(self, record: QueueRecord, partitions: list[int]) -> list[int]:
         """`partitions` (of a forwarded request), all served here, or `NotServedHere`."""

@@ -520,3 +520,79 @@ async def test_a_receive_read_on_waking_from_a_stall_takes_nothing_from_the_lost
     # Then it leases nothing there: the next owner serves that message (a lease taken here
     # would reach the changelog after that owner's own records)
     assert await asyncio.wait_for(receiving, 5) == []
+
+
+class HeldReceives(AnsweringForwarder):
+    """Other gateways whose receives answer (with nothing) only when the test says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def receive(
+        self,
+        owners: dict[Owner, list[PartitionKey]],
+        topic: str,
+        wanted: int,
+        visibility_ms: int,
+    ) -> tuple[list[Received], int]:
+        self.asked.set()
+        await self.answer.wait()
+        return [], 0
+
+
+async def test_a_receive_that_stood_still_waiting_for_other_gateways_does_not_answer_leases_taken_on_a_lost_partition() -> (
+    None
+):
+    # Given a queue of two partitions, the first served here (a visible message on it), the
+    # second by another gateway
+    two = QueueRecord("000000000000", "orders", "ab" * 16, 2)
+    clock = Monotonic()
+    forwarder = HeldReceives()
+    directory = RememberingDirectory()
+    messages, ownership = await gateway_serving_the_queue(
+        directory, queue=two, forwarder=forwarder, pause_watch=PauseWatch(clock, settle_s=0.3)
+    )
+    await directory.publish(two.topic, 1, NEXT)
+    ownership.directory_changed()
+    await messages.send(two, StoredMessage("m-1", b"body", sent_ms=T0))
+
+    # When a receive leased it here and, while it waits for the other gateway's answer, this
+    # gateway stands still past its session; on waking the answer comes before the loss
+    receiving = asyncio.create_task(messages.receive(two, 2, 30, 0))
+    await asyncio.wait_for(forwarder.asked.wait(), 5)
+    clock.now += 7.0
+    forwarder.answer.set()
+    await asyncio.sleep(0.05)
+    assert not receiving.done()
+    await asyncio.to_thread(ownership.lost, [(two.topic, 0)])
+
+    # Then the lease taken here is not answered: the next owner restored the partition
+    # without it and may have delivered and deleted the message meanwhile
+    assert await asyncio.wait_for(receiving, 5) == []
+
+
+async def test_a_receive_that_waited_for_other_gateways_without_a_stall_answers_its_leases() -> (
+    None
+):
+    # Given a queue of two partitions, the first served here (a visible message on it), the
+    # second by another gateway
+    two = QueueRecord("000000000000", "orders", "ab" * 16, 2)
+    forwarder = HeldReceives()
+    directory = RememberingDirectory()
+    messages, ownership = await gateway_serving_the_queue(
+        directory, queue=two, forwarder=forwarder, pause_watch=PauseWatch(Monotonic())
+    )
+    await directory.publish(two.topic, 1, NEXT)
+    ownership.directory_changed()
+    await messages.send(two, StoredMessage("m-1", b"body", sent_ms=T0))
+
+    # When a receive leased it here and the other gateway answers (nothing) in time
+    receiving = asyncio.create_task(messages.receive(two, 2, 30, 0))
+    await asyncio.wait_for(forwarder.asked.wait(), 5)
+    forwarder.answer.set()
+
+    # Then its lease is answered
+    [received] = await asyncio.wait_for(receiving, 5)
+    assert received.delivery.message.message_id == "m-1"

@@ -456,6 +456,25 @@ def coordinates(msg: Message) -> tuple[str, int, int]:
     return topic, partition, offset
 
 
+def _follow(
+    follower: concurrent.futures.Future[None], leader: concurrent.futures.Future[None] | None
+) -> None:
+    """Settle `follower` as `leader` settles (at once when there is no leader: nothing
+    was handed over, so nothing waits)."""
+    if leader is None:
+        follower.set_result(None)
+        return
+
+    def settle(done: concurrent.futures.Future[None]) -> None:
+        error = done.exception()
+        if error is None:
+            follower.set_result(None)
+        else:
+            follower.set_exception(error)
+
+    leader.add_done_callback(settle)
+
+
 class FollowerProducer:
     """Produces records that follow a durable record elsewhere (the lease changelog follows
     the lease store's synced WAL): nobody waits for them, so no delivery report is raised
@@ -482,8 +501,20 @@ class FollowerProducer:
     HAND_OVER_S = 0.05
     FOLLOW_LINGER_MS = 50
     CONFIRMED_LINGER_MS = 5
+    # With `confirmed`: a pass of the poll thread this late means the process stood still
+    # (as `gateway/pause_watch.py` judges the event loop: half the group's session), and
+    # the records noted before it are held this long, for the loss of the partitions the
+    # group may have given away meanwhile to arrive (`drop_unsent`).
+    STALL_S = 3.0
+    HOLD_S = 1.0
 
-    def __init__(self, bootstrap: str, name: str, confirmed: bool = False) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        name: str,
+        confirmed: bool = False,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         # Written by the poll thread, and by a hand-over on the loop whose record librdkafka
         # refuses at once (a lost increment would only undercount a metric).
         self.failures = 0
@@ -510,6 +541,12 @@ class FollowerProducer:
         # One hand-over at a time (the loop's and this thread's): the records of a key must
         # reach librdkafka in the order they were noted.
         self._hand_over_lock = threading.Lock()
+        # After a stall (`_holding`): the hold's end, and the future `hand_over` returns
+        # meanwhile (settled as the hand-over that ends the hold, or failed by `drop_unsent`).
+        self._monotonic = monotonic
+        self._last_pass = monotonic()  # the poll thread's last pass
+        self._hold_until = float("-inf")
+        self._held: concurrent.futures.Future[None] | None = None
         self._stopping = threading.Event()
         self._poller = threading.Thread(target=self._poll_forever, name=name, daemon=True)
         self._poller.start()
@@ -532,9 +569,11 @@ class FollowerProducer:
         With `confirmed`: returns the future of the acknowledgement of the last record handed
         over so far (by this call or the thread's), which on the one-partition idempotent
         changelog comes after every earlier one's; None when nothing was ever handed over.
+        While a stall holds the records (`_holding`), the future of the hand-over that ends
+        the hold.
         """
         self._hand_over()
-        return self._last_handed
+        return self._held or self._last_handed
 
     @property
     def pending(self) -> int:
@@ -542,8 +581,11 @@ class FollowerProducer:
         return len(self._noted) + len(self._producer)
 
     def flush(self, timeout_s: float = 30.0) -> int:
-        """Hand over what is noted and wait for it; returns how many are still undelivered."""
-        self._hand_over()
+        """Hand over what is noted and wait for it; returns how many are still undelivered.
+
+        Even during a hold: flushed when partitions are released (revoked, so still this
+        gateway's until then) and at shutdown."""
+        self._hand_over(force=True)
         remaining: int = self._producer.flush(timeout_s)
         return remaining
 
@@ -565,6 +607,9 @@ class FollowerProducer:
             with self._noted_lock:
                 noted, self._noted = len(self._noted), {}
             self._producer.purge(in_queue=True, in_flight=False, blocking=False)
+            if self._held is not None:
+                held, self._held = self._held, None
+                held.set_exception(ProduceFailed(KafkaError(KafkaError._PURGE_QUEUE)))
         return noted
 
     def close(self) -> None:
@@ -581,12 +626,41 @@ class FollowerProducer:
             try:
                 self._producer.poll(self.HAND_OVER_S)
                 self._hand_over()
+                self._last_pass = self._monotonic()
             except Exception:
                 log.exception("follower hand-over failed; trying again")
                 self._stopping.wait(self.HAND_OVER_S)
 
-    def _hand_over(self) -> None:
+    def _holding(self) -> bool:
+        """Whether the noted records wait: the poll thread's last pass is `STALL_S` old (the
+        process stood still; noticed by whoever hands over first on waking), or was less
+        than `HOLD_S` ago.
+
+        A gateway stopped past its group session was evicted while it slept; its partitions'
+        next owners restored them from the changelog without the records noted here then.
+        Handed over on waking, before the loss reaches `drop_unsent`, they would land after
+        those owners' records, and a later restore would read them over what those owners
+        did (a receive's lease after its delete's tombstone: a deleted message back; the
+        crash suite's SIGSTOP run). Records librdkafka already had when the process stopped
+        are sent on waking all the same: this shortens that window, it cannot close it."""
+        if not self._confirmed:
+            return False  # one gateway: nobody else restores from the changelog
+        now = self._monotonic()
+        if now - self._last_pass >= self.STALL_S:
+            self._hold_until = now + self.HOLD_S
+            self._last_pass = now  # one stall, one hold
+            log.warning(
+                "the changelog producer stood still: its records wait for the group's word",
+                extra={"hold_s": self.HOLD_S, "noted": len(self._noted)},
+            )
+        return now < self._hold_until
+
+    def _hand_over(self, force: bool = False) -> None:
         with self._hand_over_lock:
+            if not force and self._holding():
+                if self._held is None:
+                    self._held = concurrent.futures.Future()
+                return
             with self._noted_lock:
                 noted, self._noted = self._noted, {}
             last = len(noted) - 1
@@ -604,14 +678,16 @@ class FollowerProducer:
                     # a failed delivery, and never awaited as if it could still arrive.
                     refused = error.args[0]
                     self._on_delivery(refused, None)
-            if marker is None:
-                return
-            if refused is not None:
+            if marker is not None and refused is not None:
                 # A change whose record was refused must not be confirmed by the records
                 # handed over with it: their waiters fail (and retry) instead.
                 marker = concurrent.futures.Future()
                 marker.set_exception(ProduceFailed(refused))
-            self._last_handed = marker
+            if marker is not None:
+                self._last_handed = marker
+            if self._held is not None:  # the hold is over: its waiters' records went now
+                held, self._held = self._held, None
+                _follow(held, self._last_handed)
 
     def _produce(self, topic: str, value: bytes | None, key: bytes, extra: dict[str, Any]) -> None:
         while True:
