@@ -538,6 +538,8 @@ def lean_front(app: web.Application) -> LeanFront:
     )
     if SETTLE_DELIVERED in app:  # the gateway has started (the front is made after that)
         front.settle_delivered = app[SETTLE_DELIVERED]
+        messages = app[RUNTIME].messages
+        front.deletes_now = lambda: messages.deletes_find_more
     return front
 
 

@@ -14,6 +14,8 @@ import asyncio
 import concurrent.futures
 from collections.abc import Callable
 
+from gateway.eager_start import resume_waiting
+
 
 class GroupSync:
     def __init__(self, sync: Callable[[], concurrent.futures.Future[None] | None]) -> None:
@@ -22,11 +24,16 @@ class GroupSync:
         # The waiters of the sync scheduled for the end of this turn; None when none is.
         # Each has its own future, so a cancelled request cancels only its own wait.
         self._waiting: list[asyncio.Future[None]] | None = None
+        # Those of them to resume from the sync's callback (`durable(prompt=True)`).
+        self._prompt: list[asyncio.Future[None]] = []
         self.syncs = 0  # fsyncs performed, for tests and metrics
         self.waiters = 0  # requests that waited for one
 
-    async def durable(self) -> None:
-        """Return once every write made so far is durable; raises what the sync raised."""
+    async def durable(self, prompt: bool = False) -> None:
+        """Return once every write made so far is durable; raises what the sync raised.
+
+        With `prompt`, a caller started on the reading stack (`eager_start.start_now`) takes
+        its next step in the sync's own callback, not on the loop's next turn."""
         self.waiters += 1
         loop = asyncio.get_running_loop()
         if self._waiting is None:
@@ -35,10 +42,13 @@ class GroupSync:
             loop.call_soon(self._run)
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiting.append(waiter)
+        if prompt:
+            self._prompt.append(waiter)
         await waiter
 
     def _run(self) -> None:
         waiting, self._waiting = self._waiting or [], None  # later writes need the next sync
+        prompt, self._prompt = self._prompt, []
         try:
             confirmation = self._sync()
             self.syncs += 1
@@ -47,6 +57,7 @@ class GroupSync:
             return
         if confirmation is None or confirmation.done() and confirmation.exception() is None:
             _settle(waiting, None)
+            resume_waiting(prompt)
             return
         # The sync's records must also be acknowledged elsewhere (several gateways: the
         # lease changelog) before anyone is answered.

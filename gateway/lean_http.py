@@ -64,6 +64,7 @@ _QUEUED_LIMIT = 16
 
 _date: tuple[int, bytes] = (0, b"")
 _SEND_TARGETS = frozenset(("AmazonSQS.SendMessage", "AmazonSQS.SendMessageBatch"))
+_DELETE_TARGETS = frozenset(("AmazonSQS.DeleteMessage", "AmazonSQS.DeleteMessageBatch"))
 
 
 def _is_send(request: LeanRequest) -> bool:
@@ -72,6 +73,18 @@ def _is_send(request: LeanRequest) -> bool:
     if target is not None:
         return target in _SEND_TARGETS
     return b"Action=SendMessage" in request._body
+
+
+def _is_delete(request: LeanRequest) -> bool:
+    """DeleteMessage or DeleteMessageBatch, as `_is_send` tells a send."""
+    target = request.headers.get("X-Amz-Target")
+    if target is not None:
+        return target in _DELETE_TARGETS
+    return b"Action=DeleteMessage" in request._body
+
+
+def _no() -> bool:
+    return False
 
 
 def _nothing_to_settle() -> None:
@@ -278,11 +291,14 @@ class LeanProtocol(asyncio.Protocol):
             self._transport.pause_reading()
 
     def _start_answering(self) -> None:
-        if _is_send(self._queued[0][0]):
+        request = self._queued[0][0]
+        if _is_send(request) or (self._front.deletes_now() and _is_delete(request)):
             # A send's answer waits for Kafka: started now, its record is on its way before
-            # the loop's other work of this turn, instead of a turn later. Other requests
-            # start as Tasks: answering empty receives sooner only makes short-polling
-            # consumers poll more (PROFILE.md, session 22).
+            # the loop's other work of this turn, instead of a turn later. So is a delete
+            # while deletes find messages left in their queues: its consumer, answered
+            # sooner, takes more. Other requests start as Tasks: answering empty receives
+            # sooner only makes short-polling consumers poll more (PROFILE.md, sessions 22
+            # and 34).
             start_now(self._answer_queued())  # which sets `_answering` itself
         else:
             self._answering = asyncio.get_running_loop().create_task(self._answer_queued())
@@ -395,6 +411,8 @@ class LeanFront:
         # Settles the delivery reports the producer has handed over (`AsyncProducer.
         # settle_handed`), called before each read; none until the gateway has started.
         self.settle_delivered: Callable[[], object] = _nothing_to_settle
+        # Whether deletes start on the reading stack (`MessageService.deletes_find_more`).
+        self.deletes_now: Callable[[], bool] = _no
 
     def protocol(self) -> LeanProtocol:
         return LeanProtocol(self)

@@ -180,6 +180,9 @@ class MessageService:
         # Last PurgeQueue per queue topic (so per incarnation), in memory: a gateway restart
         # or another gateway of the cluster does not know it.
         self._purged_at_ms: dict[str, int] = {}
+        # Whether the last delete left visible messages in its queue: the lean front then
+        # starts the next delete on its reading stack (`LeanFront.deletes_now`).
+        self.deletes_find_more = False
         # When a receive last found the queue empty, by queue key (see `_bulk_for`).
         self._wanted_at_ms: dict[str, int] = {}
 
@@ -930,8 +933,12 @@ class MessageService:
         removed_by = {i for i, removed_there in answered.items() if removed_there}
         if not offsets:
             return outcomes, removed_by
+        # Its consumer answered sooner takes more only while the queue has some to give: on an
+        # empty queue it would poll it sooner, for nothing (PROFILE.md, session 34).
+        prompt = any(self._leases.has_visible(pk, now_ms) for pk in self.served(record))
+        self.deletes_find_more = prompt
         try:
-            await self._confirmed(record, spells)
+            await self._confirmed(record, spells, prompt)
         except BaseException:
             # Removed here even if the sync failed (and a retry will find them gone): the
             # messages are no longer in the queue, so each counts as deleted once, now.
@@ -1062,13 +1069,19 @@ class MessageService:
             if self.ownership.serving_since(record.topic, pk.partition) != spell
         }
 
-    async def _confirmed(self, record: QueueRecord, spells: dict[PartitionKey, int | None]) -> None:
-        """Wait until the changes made so far are durable (`group_sync`); a failure that is
-        their partitions' move (`_failed_by_move`) is not raised, since `_fail_if_moved` then
-        sends the entries to the next owner. After the loop stood still, also wait for the
-        group's word (`GroupOwnership.settled`) before the spells are checked."""
+    async def _confirmed(
+        self,
+        record: QueueRecord,
+        spells: dict[PartitionKey, int | None],
+        prompt: bool = False,
+    ) -> None:
+        """Wait until the changes made so far are durable (`group_sync`, resumed from the
+        sync's callback with `prompt`); a failure that is their partitions' move
+        (`_failed_by_move`) is not raised, since `_fail_if_moved` then sends the entries to
+        the next owner. After the loop stood still, also wait for the group's word
+        (`GroupOwnership.settled`) before the spells are checked."""
         try:
-            await self.group_sync.durable()
+            await self.group_sync.durable(prompt)
         except BaseException as error:
             if not self._failed_by_move(record, spells, error):
                 raise

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from gateway.eager_start import start_now
 from gateway.group_sync import GroupSync
 
 
@@ -40,6 +41,37 @@ async def test_requests_of_one_turn_share_one_sync_covering_all_their_writes() -
     # Then one sync ran, after all ten writes
     assert sync.covered == [10]
     assert (group.syncs, group.waiters) == (1, 10)
+
+
+async def test_a_prompt_request_started_now_goes_on_inside_the_sync_s_own_callback() -> None:
+    """A request the lean front started on its reading stack (`start_now`, as it starts
+    deletes) that waits with `prompt` takes its next step in the sync's callback; one
+    without it goes on when its Task wakes, on the loop's next turn."""
+    # Given two requests started now that write, then wait for durability, one of them prompt
+    sync = RecordingSync()
+    group = GroupSync(sync)
+    answered: list[str] = []
+    seen_after_sync: list[list[str]] = []
+
+    async def request(name: str, prompt: bool) -> None:
+        sync.written += 1
+        await group.durable(prompt)
+        answered.append(name)
+
+    def look() -> None:  # scheduled before the sync: runs right after it, in the same turn
+        seen_after_sync.append(list(answered))
+
+    # (the other first: its Task's own first step, waiting for the sync, runs before it)
+    tasks = [start_now(request("later", False)), start_now(request("prompt", True))]
+    asyncio.get_running_loop().call_soon(look)
+
+    # When the sync has run
+    await asyncio.gather(*tasks)
+
+    # Then the prompt request had answered by the end of the sync's callback, the other after
+    assert sync.covered == [2]
+    assert seen_after_sync == [["prompt"]]
+    assert answered == ["prompt", "later"]
 
 
 async def test_a_write_after_a_sync_started_waits_for_the_next_one() -> None:

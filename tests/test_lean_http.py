@@ -177,14 +177,17 @@ async def test_pipelined_requests_are_answered_in_order_on_one_connection(
     writer.close()
 
 
-async def test_a_send_starts_on_the_reading_stack_and_other_requests_a_turn_later(
+async def test_sends_and_deletes_start_on_the_reading_stack_and_others_a_turn_later(
     served: tuple[int, Seen, InFlight, LeanFront],
 ) -> None:
     """A SendMessage(Batch), by JSON target or Query form, starts inside the `data_received`
-    that read it (its record goes to Kafka before the loop's other work); the rest start on
-    the loop's next turn. A send pipelined behind another request waits its turn, and the
-    order holds."""
-    port, seen, _, _ = served
+    that read it (its record goes to Kafka before the loop's other work), and so does a
+    DeleteMessage(Batch) while the gateway says deletes find more (`deletes_now`); the rest
+    start on the loop's next turn. A send pipelined behind another request waits its turn,
+    and the order holds."""
+    port, seen, _, front = served
+    deletes_now = True
+    front.deletes_now = lambda: deletes_now
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     requests = [
         _post("/", b"json-send", "X-Amz-Target: AmazonSQS.SendMessage"),
@@ -193,10 +196,16 @@ async def test_a_send_starts_on_the_reading_stack_and_other_requests_a_turn_late
         _post("/", b"Action=SendMessage&QueueUrl=q"),
         _post("/", b"Action=SendMessageBatch&QueueUrl=q"),
         _post("/", b"Action=ReceiveMessage&QueueUrl=q"),
+        _post("/", b"json-delete", "X-Amz-Target: AmazonSQS.DeleteMessageBatch"),
+        _post("/", b"Action=DeleteMessage&QueueUrl=q"),
+        _post("/", b"json-visibility", "X-Amz-Target: AmazonSQS.ChangeMessageVisibility"),
     ]
     for request in requests:  # one at a time: each finds nothing being answered
         writer.write(request)
         await _read_answer(reader)
+    deletes_now = False
+    writer.write(requests[6])
+    await _read_answer(reader)
     writer.write(b"".join(requests[2:4]))  # a receive, and a send pipelined behind it
     bodies = [json.loads((await _read_answer(reader))[2])["body"] for _ in range(2)]
     assert bodies == ["json-receive", "Action=SendMessage&QueueUrl=q"]
@@ -207,6 +216,10 @@ async def test_a_send_starts_on_the_reading_stack_and_other_requests_a_turn_late
         ("Action=SendMessage&QueueUrl=q", True),
         ("Action=SendMessageBatch&QueueUrl=q", True),
         ("Action=ReceiveMessage&QueueUrl=q", False),
+        ("json-delete", True),
+        ("Action=DeleteMessage&QueueUrl=q", True),
+        ("json-visibility", False),
+        ("json-delete", False),  # deletes no longer find more
         ("json-receive", False),
         ("Action=SendMessage&QueueUrl=q", False),  # answered after the receive, in turn
     ]
