@@ -12,18 +12,22 @@ import pytest
 
 from tests.harness import free_port
 from tests.test_follower_drop import _read_keys
+from tests.test_pause_watch import Monotonic
 from topology.admin import TopicAdmin
 from topology.producer import FollowerProducer, ProduceFailed
 
 
-class Monotonic:
-    """A clock the test moves; the producer's poll thread reads it too."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+def _confirmed_follower(bootstrap: str) -> tuple[str, Monotonic, FollowerProducer]:
+    """A new one-partition topic, and a confirmed follower on a clock the test moves (its
+    poll thread reads it too)."""
+    topic = f"kqs-test-follower-{uuid.uuid4().hex[:8]}"
+    asyncio.run(TopicAdmin(bootstrap).create_topic(topic, 1, {}))
+    clock = Monotonic()
+    return (
+        topic,
+        clock,
+        FollowerProducer(bootstrap, "test-follower", confirmed=True, monotonic=clock),
+    )
 
 
 def test_records_noted_before_a_stall_wait_and_are_dropped_with_the_lost_partitions() -> None:
@@ -55,10 +59,7 @@ def test_records_noted_before_a_stall_wait_and_are_dropped_with_the_lost_partiti
 def test_records_held_after_a_stall_the_group_did_not_act_on_go_once_the_hold_ends(
     kafka_bootstrap: str,
 ) -> None:
-    topic = f"kqs-test-follower-{uuid.uuid4().hex[:8]}"
-    asyncio.run(TopicAdmin(kafka_bootstrap).create_topic(topic, 1, {}))
-    clock = Monotonic()
-    follower = FollowerProducer(kafka_bootstrap, "test-follower", confirmed=True, monotonic=clock)
+    topic, clock, follower = _confirmed_follower(kafka_bootstrap)
     try:
         # Given a record handed over during the hold that follows a stall
         clock.now += FollowerProducer.STALL_S + 1
@@ -79,10 +80,7 @@ def test_records_held_after_a_stall_the_group_did_not_act_on_go_once_the_hold_en
 def test_a_flush_during_the_hold_delivers(kafka_bootstrap: str) -> None:
     # A release (revocation: the partitions are still this gateway's) or a shutdown flushes
     # what is noted even during a hold
-    topic = f"kqs-test-follower-{uuid.uuid4().hex[:8]}"
-    asyncio.run(TopicAdmin(kafka_bootstrap).create_topic(topic, 1, {}))
-    clock = Monotonic()
-    follower = FollowerProducer(kafka_bootstrap, "test-follower", confirmed=True, monotonic=clock)
+    topic, clock, follower = _confirmed_follower(kafka_bootstrap)
     try:
         clock.now += FollowerProducer.STALL_S + 1
         follower.produce(topic, b"fact", b"flushed")
