@@ -663,8 +663,8 @@ class MessageService:
         then), and may have delivered and deleted the messages since. Answering them on
         waking would deliver them after their deletion (the crash suite's SIGSTOP run, session
         35). Those leased on a moved partition are not answered; they are not lost: the next
-        owner serves them, and this gateway's copy of the partition is rebuilt if it comes
-        back."""
+        owner serves them (and should the partition come back to this gateway's kept copy,
+        the lease ends with its visibility timeout)."""
         await self.ownership.settled()  # at once unless the loop stood still
         kept: list[Received] = []
         still: list[_Taken] = []

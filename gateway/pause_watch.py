@@ -12,7 +12,8 @@ answered as done, and undone by the next owner, which restored the partition wit
 So the event loop ticks, and a change (`MessageService`'s deletes and visibility changes)
 asks `settled` before it acts and again before it answers; a receive asks before it leases
 (a lease taken on a lost partition would reach the changelog after the next owner's
-records). If the loop stood still for `stall_s` (noticed now, or less than `settle_s` ago),
+records), and again before it answers leases it took before waiting for something else
+(`MessageService._still_served`). If the loop stood still for `stall_s` (noticed now, or less than `settle_s` ago),
 `settled` waits until `settle_s` after the stall was noticed, enough for the loss to
 arrive; the change then finds its partition served elsewhere, or moved while it was
 confirmed (`MessageService._fail_if_moved`), and is made at the next owner.
