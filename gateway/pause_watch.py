@@ -26,19 +26,12 @@ import logging
 import time
 from collections.abc import Callable
 
+from topology.stall import SETTLE_S, STALL_S
+
 log = logging.getLogger("kqs.ownership")
 
 # How often the event loop notes that it runs.
 TICK_S = 0.25
-# A loop standing still this long may have missed the group's session (6 s,
-# `topology.ingest.SESSION_TIMEOUT_MS`); half of it, so that a stall just short of the
-# session, after which the group may still evict the gateway, counts too. A loop busy this
-# long without a stop costs its changes one `SETTLE_S` wait, no more.
-STALL_S = 3.0
-# How long a change waits after a stall for the loss of the partitions to reach the loop:
-# librdkafka's session check runs as soon as its threads run again (milliseconds in
-# `tests/test_e2e_ownership.py`'s SIGSTOP test), the hand-over to the loop takes a turn.
-SETTLE_S = 1.0
 
 
 class PauseWatch:

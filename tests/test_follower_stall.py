@@ -1,5 +1,5 @@
 """`FollowerProducer` after the process stood still: the changelog records noted before the
-stall wait `HOLD_S` for the loss of the partitions (`drop_unsent`) instead of being handed to
+stall wait `SETTLE_S` for the loss of the partitions (`drop_unsent`) instead of being handed to
 librdkafka on waking, where they could land after the partitions' next owner's records."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from tests.test_follower_drop import _read_keys
 from tests.test_pause_watch import Monotonic
 from topology.admin import TopicAdmin
 from topology.producer import FollowerProducer, ProduceFailed
+from topology.stall import SETTLE_S, STALL_S
 
 
 def _confirmed_follower(bootstrap: str) -> tuple[str, Monotonic, FollowerProducer]:
@@ -40,7 +41,7 @@ def test_records_noted_before_a_stall_wait_and_are_dropped_with_the_lost_partiti
         # When the process stood still past the stall threshold (its poll thread noted no
         # pass), and on waking a record is noted and a sync hands over (moved first: the
         # poll thread, which this test cannot stop, would hand a record noted earlier over)
-        clock.now += FollowerProducer.STALL_S + 1
+        clock.now += STALL_S + 1
         follower.produce("kqs-test-changelog", b"fact", b"noted-before-the-stall")
         held = follower.hand_over()
 
@@ -62,13 +63,13 @@ def test_records_held_after_a_stall_the_group_did_not_act_on_go_once_the_hold_en
     topic, clock, follower = _confirmed_follower(kafka_bootstrap)
     try:
         # Given a record handed over during the hold that follows a stall
-        clock.now += FollowerProducer.STALL_S + 1
+        clock.now += STALL_S + 1
         follower.produce(topic, b"fact", b"held")
         held = follower.hand_over()
         assert held is not None and not held.done()
 
         # When the hold ends with no loss (the poll thread hands over on its next pass)
-        clock.now += FollowerProducer.HOLD_S
+        clock.now += SETTLE_S
 
         # Then the record goes to Kafka and its waiters are answered by its acknowledgement
         held.result(timeout=30)
@@ -82,7 +83,7 @@ def test_a_flush_during_the_hold_delivers(kafka_bootstrap: str) -> None:
     # what is noted even during a hold
     topic, clock, follower = _confirmed_follower(kafka_bootstrap)
     try:
-        clock.now += FollowerProducer.STALL_S + 1
+        clock.now += STALL_S + 1
         follower.produce(topic, b"fact", b"flushed")
         held = follower.hand_over()
         assert isinstance(held, concurrent.futures.Future) and not held.done()
@@ -100,7 +101,7 @@ def test_one_gateway_never_holds() -> None:
     follower = FollowerProducer(f"127.0.0.1:{free_port()}", "test-follower", monotonic=clock)
     try:
         follower.produce("kqs-test-changelog", b"fact", b"key")
-        clock.now += FollowerProducer.STALL_S + 1
+        clock.now += STALL_S + 1
         follower.hand_over()
         assert not follower._noted  # in librdkafka's queue
     finally:

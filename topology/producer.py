@@ -29,6 +29,7 @@ from topology.names import is_queue_topic
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import MAX_RECORD_BYTES
 from topology.segment_sync import SegmentSync
+from topology.stall import SETTLE_S, STALL_S
 
 log = logging.getLogger("kqs.producer")
 
@@ -501,12 +502,6 @@ class FollowerProducer:
     HAND_OVER_S = 0.05
     FOLLOW_LINGER_MS = 50
     CONFIRMED_LINGER_MS = 5
-    # With `confirmed`: a pass of the poll thread this late means the process stood still
-    # (as `gateway/pause_watch.py` judges the event loop: half the group's session), and
-    # the records noted before it are held this long, for the loss of the partitions the
-    # group may have given away meanwhile to arrive (`drop_unsent`).
-    STALL_S = 3.0
-    HOLD_S = 1.0
 
     def __init__(
         self,
@@ -634,7 +629,7 @@ class FollowerProducer:
     def _holding(self) -> bool:
         """Whether the noted records wait: the poll thread's last pass is `STALL_S` old (the
         process stood still; noticed by whoever hands over first on waking), or was less
-        than `HOLD_S` ago.
+        than `SETTLE_S` ago (`topology/stall.py`).
 
         A gateway stopped past its group session was evicted while it slept; its partitions'
         next owners restored them from the changelog without the records noted here then.
@@ -646,12 +641,12 @@ class FollowerProducer:
         if not self._confirmed:
             return False  # one gateway: nobody else restores from the changelog
         now = self._monotonic()
-        if now - self._last_pass >= self.STALL_S:
-            self._hold_until = now + self.HOLD_S
+        if now - self._last_pass >= STALL_S:
+            self._hold_until = now + SETTLE_S
             self._last_pass = now  # one stall, one hold
             log.warning(
                 "the changelog producer stood still: its records wait for the group's word",
-                extra={"hold_s": self.HOLD_S, "noted": len(self._noted)},
+                extra={"hold_s": SETTLE_S, "noted": len(self._noted)},
             )
         return now < self._hold_until
 
