@@ -187,6 +187,7 @@ class KafkaClients:
             shards=self.settings.producer_shards,
             linger_ms=self.settings.produce_linger_ms,
             bulk_linger_ms=self.settings.produce_bulk_linger_ms,
+            fill_linger_ms=self.settings.produce_fill_linger_ms,
             segment_sync=SegmentSync(self.settings.segment_sync_dir)
             if self.settings.segment_sync_dir is not None
             else None,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from topology.admin import USE_CLUSTER_DEFAULT
 from topology.ingest import DEFAULT_FETCH_WAIT_MS
-from topology.producer import DEFAULT_BULK_LINGER_MS, DEFAULT_LINGER_MS
+from topology.producer import DEFAULT_BULK_LINGER_MS, DEFAULT_FILL_LINGER_MS, DEFAULT_LINGER_MS
 
 
 def _env_int(name: str, default: int) -> int:
@@ -76,6 +76,11 @@ class Settings:
     # bulk producer; topology/producer.py DEFAULT_BULK_LINGER_MS says why).
     produce_bulk_linger_ms: int = field(
         default_factory=lambda: _env_int("KQS_PRODUCE_BULK_LINGER_MS", DEFAULT_BULK_LINGER_MS)
+    )
+    # The linger of the producer a busy gateway's sends to a queue nobody receives from join
+    # (0: the bulk producer's; topology/producer.py DEFAULT_FILL_LINGER_MS says why).
+    produce_fill_linger_ms: int = field(
+        default_factory=lambda: _env_int("KQS_PRODUCE_FILL_LINGER_MS", DEFAULT_FILL_LINGER_MS)
     )
     # What accepts HTTP connections: "lean" (gateway/lean_http.py: httptools feeding the
     # application's handlers, ~80 µs less CPU per request) or "aiohttp" (aiohttp's own server).

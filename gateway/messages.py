@@ -67,7 +67,7 @@ from topology.catalog import QueueRecord
 from topology.changelog import Confirmation, LeaseChangelog
 from topology.ingest import Batch
 from topology.owners import Owner
-from topology.producer import AsyncProducer, Delivered, ProduceFailed
+from topology.producer import AsyncProducer, Delivered, Linger, ProduceFailed
 from topology.record_format import to_headers
 
 log = logging.getLogger("kqs.messages")
@@ -108,9 +108,10 @@ def _nobody_to_wake(topic: str, partition: int) -> None:
 
 
 # How long after a receive found a queue empty its sends skip the bulk producer's linger
-# (`MessageService._bulk_for`): about the gap between a short-polling consumer's receives
+# (`MessageService._linger_for`): about the gap between a short-polling consumer's receives
 # even on a loaded gateway, and short enough that a queue whose consumers went away soon
-# fills in full produce requests again.
+# fills in full produce requests again. Also how long after any receive a queue counts as
+# consumed (its busy sends then join the bulk producer, not the fill one).
 WANTED_FOR_MS = 1_000
 
 # A partition whose delivered records this gateway applies: its queue, its key and its applied
@@ -183,8 +184,10 @@ class MessageService:
         # Whether the last delete left visible messages in its queue: the lean front then
         # starts the next delete on its reading stack (`LeanFront.deletes_now`).
         self.deletes_find_more = False
-        # When a receive last found the queue empty, by queue key (see `_bulk_for`).
+        # When a receive last found the queue empty, and when one last ran on it, by queue
+        # key (see `_linger_for`).
         self._wanted_at_ms: dict[str, int] = {}
+        self._received_at_ms: dict[str, int] = {}
 
     # -- ingest ----------------------------------------------------------------------------
 
@@ -310,7 +313,7 @@ class MessageService:
     async def send(self, record: QueueRecord, message: StoredMessage) -> Delivered:
         """Append the message; returns where it landed, once Kafka acknowledged it and it is
         receivable."""
-        delivery, applied = self._start_send(record, message, self._bulk_for(record))
+        delivery, applied = self._start_send(record, message, self._linger_for(record))
         delivered = await delivery
         await self._applied(applied, delivered)
         return delivered
@@ -322,11 +325,11 @@ class MessageService:
         is where it landed, or what failed it. All go to the producer at once, so they share
         produce requests and their reports arrive together (one lease-store write)."""
         started: list[tuple[asyncio.Future[Delivered], asyncio.Future[None]] | Exception] = []
-        bulk = self._bulk_for(record)  # one choice for the batch: its records keep their order
+        linger = self._linger_for(record)  # one choice for the batch: its records keep order
         fifo = is_fifo(record)
         for message in messages:
             try:
-                started.append(self._start_send(record, message, bulk, fifo))
+                started.append(self._start_send(record, message, linger, fifo))
             except Exception as refused:  # noqa: BLE001 - fails this entry only
                 started.append(refused)
         for delivery in (s[0] for s in started if not isinstance(s, Exception)):
@@ -356,41 +359,54 @@ class MessageService:
 
     def queue_deleted(self, record: QueueRecord) -> None:
         """Forget what was kept in memory about the queue's incarnation."""
-        for memo in (self._wanted_at_ms, self._next_partition, self._next_send_partition):
+        for memo in (
+            self._wanted_at_ms,
+            self._received_at_ms,
+            self._next_partition,
+            self._next_send_partition,
+        ):
             memo.pop(record.key, None)
 
-    def _bulk_for(self, record: QueueRecord) -> bool:
-        """Whether a send to the queue joins the bulk producer, whose linger trades each send's
-        latency for fuller produce requests (less CPU per message for librdkafka and the
-        broker) once the gateway is crowded.
+    def _linger_for(self, record: QueueRecord) -> Linger:
+        """Which producer a send to the queue joins (`Linger`). A crowded gateway's sends wait
+        for fuller produce requests (less CPU per message for librdkafka and the broker):
+        the fill producer's when nobody received from the queue within `WANTED_FOR_MS`, the
+        bulk producer's longer linger when its consumers lag behind.
 
         Not while consumers wait for the queue's messages (a receive found it empty within
         `WANTED_FOR_MS`, or a long poll is parked on it): there the linger is latency
         nobody gains from, as the consumers spend what it saves on empty receives.
         Measured on side-by-side workload (b), 12 batch producers and 20 short-polling
         consumers on one queue (bench/results/PROFILE.md, session 21): sends at p50 42 ->
-        31 ms, 1.24x the messages; a fill with no consumer keeps the bulk producer.
+        31 ms, 1.24x the messages. A fill with no consumer at all has nobody to keep pace
+        with, and gains from the fill producer's shorter linger (session 36).
         """
         if not self._producer.crowded():
-            return False
+            return Linger.PROMPT
+        now_ms = self._clock.now_ms()
         wanted_at = self._wanted_at_ms.get(record.key)
         if wanted_at is not None:
-            if self._clock.now_ms() - wanted_at < WANTED_FOR_MS:
-                return False
+            if now_ms - wanted_at < WANTED_FOR_MS:
+                return Linger.PROMPT
             del self._wanted_at_ms[record.key]
-        return not self._signals.waiting(record.key)
+        if self._signals.waiting(record.key):
+            return Linger.PROMPT
+        received_at = self._received_at_ms.get(record.key)
+        if received_at is None or now_ms - received_at >= WANTED_FOR_MS:
+            return Linger.FILL
+        return Linger.BULK
 
     def _start_send(
         self,
         record: QueueRecord,
         message: StoredMessage,
-        bulk: bool = False,
+        linger: Linger = Linger.PROMPT,
         fifo: bool | None = None,
     ) -> tuple[asyncio.Future[Delivered], asyncio.Future[None]]:
         """Hand the message's record to the producer: the futures of its delivery report and
-        of its being applied to the lease store. With `bulk`, a standard queue's record goes
-        through the bulk producer (`AsyncProducer.crowded`); a FIFO queue's never does, as
-        records of one group must not overtake each other between the two producers.
+        of its being applied to the lease store. A standard queue's record joins the producer
+        `linger` names (`_linger_for`); a FIFO queue's always the prompt one, as records of
+        one group must not overtake each other between producers.
         `fifo` is `is_fifo(record)` when the caller knows it (once for a batch)."""
         if fifo is None:
             fifo = is_fifo(record)
@@ -413,7 +429,7 @@ class MessageService:
             timestamp_ms=message.sent_ms,
             partition=partition,
             on_delivered=functools.partial(self._delivered, message, applied),
-            bulk=bulk and not fifo,
+            linger=Linger.PROMPT if fifo else linger,
         )
         return delivery, applied
 
@@ -466,12 +482,13 @@ class MessageService:
             )
         while True:
             now_ms = self._clock.now_ms()
+            self._received_at_ms[record.key] = now_ms  # consumed: no fill linger (`_linger_for`)
             received, moved = await self._receive_now(
                 record, max_messages, visibility_s * 1000, now_ms
             )
             if received:
                 return received
-            self._wanted_at_ms[record.key] = now_ms  # its sends skip the linger (`_bulk_for`)
+            self._wanted_at_ms[record.key] = now_ms  # its sends skip the linger (`_linger_for`)
             if moved:
                 continue  # dead-letter moves used up this round: others may be visible now
             if now_ms >= deadline_ms:
@@ -573,6 +590,7 @@ class MessageService:
             raise NotServedHere(f"{record.topic}/{partitions}")
         pks = [keys[p] for p in still]
         now_ms = self._clock.now_ms()
+        self._received_at_ms[record.key] = now_ms
         received, moved, _ = await self._receive_partitions(
             record, pks, max_messages, visibility_ms, now_ms
         )

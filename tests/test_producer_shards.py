@@ -10,7 +10,7 @@ import time
 import uuid
 
 from topology.admin import TopicAdmin
-from topology.producer import AsyncProducer, Delivered
+from topology.producer import AsyncProducer, Delivered, Linger
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 
 TOPICS = 12
@@ -97,19 +97,22 @@ def test_the_statistics_of_the_shards_add_up() -> None:
     assert latest.broker_rtt_avg_s == {"b/1": 0.003}
 
 
-def test_bulk_sends_go_through_their_own_producer_and_are_counted_until_settled(
+def test_each_linger_has_its_own_producer_and_records_are_counted_until_settled(
     kafka_bootstrap: str,
 ) -> None:
     topic = f"shards-bulk-{uuid.uuid4().hex[:8]}"
+    lanes = [Linger.PROMPT, Linger.BULK, Linger.FILL]
 
     async def scenario() -> tuple[list[Delivered], list[int], int, bool]:
         await TopicAdmin(kafka_bootstrap).create_topic(topic, 1, {})
-        producer = AsyncProducer(kafka_bootstrap, bulk_linger_ms=20)
+        producer = AsyncProducer(kafka_bootstrap, bulk_linger_ms=20, fill_linger_ms=10)
         try:
             # Given no record in flight, the producer is not crowded
             crowded_before = producer.crowded()
-            # When records are started, some through the bulk producer
-            futures = [producer.start(topic, f"{n}".encode(), bulk=n % 2 == 1) for n in range(12)]
+            # When records are started through each of the three producers in turn
+            futures = [
+                producer.start(topic, f"{n}".encode(), linger=lanes[n % 3]) for n in range(12)
+            ]
             counted = [producer.unsettled, int(producer.crowded())]
             delivered = list(await asyncio.gather(*futures))
             await asyncio.sleep(0)  # the batch's settlement and its listeners
@@ -120,12 +123,42 @@ def test_bulk_sends_go_through_their_own_producer_and_are_counted_until_settled(
 
     delivered, counted, shards_in_use, crowded_before = asyncio.run(scenario())
 
-    # Then both producers carried records, all twelve landed once, and the count of records
-    # awaiting acknowledgement rose to twelve (crowded) and fell back to none
+    # Then all three producers carried records, all twelve landed once, and the count of
+    # records awaiting acknowledgement rose to twelve (crowded) and fell back to none
     assert not crowded_before
-    assert shards_in_use == 2
+    assert shards_in_use == 3
     assert sorted(d.offset for d in delivered) == list(range(12))
     assert counted == [12, 1, 0]
+
+
+def test_a_linger_not_configured_falls_back_to_a_shorter_one(kafka_bootstrap: str) -> None:
+    topic = f"shards-fallback-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> tuple[int, int, list[int]]:
+        await TopicAdmin(kafka_bootstrap).create_topic(topic, 1, {})
+        with_bulk = AsyncProducer(kafka_bootstrap, bulk_linger_ms=20)
+        prompt_only = AsyncProducer(kafka_bootstrap)
+        try:
+            # Given a producer with a bulk linger and none for fills, and one with neither
+            # When fill and bulk records are started through each
+            futures = [
+                with_bulk.start(topic, b"fill", linger=Linger.FILL),
+                with_bulk.start(topic, b"bulk", linger=Linger.BULK),
+                prompt_only.start(topic, b"fill", linger=Linger.FILL),
+                prompt_only.start(topic, b"bulk", linger=Linger.BULK),
+            ]
+            delivered = await asyncio.gather(*futures)
+            return with_bulk.shards_in_use, prompt_only.shards_in_use, [d.offset for d in delivered]
+        finally:
+            with_bulk.close()
+            prompt_only.close()
+
+    with_bulk, prompt_only, offsets = asyncio.run(scenario())
+
+    # Then the fills joined the bulk producer where there is one (the prompt producer, which
+    # connects at start, and the bulk one), and the prompt producer where there is not
+    assert (with_bulk, prompt_only) == (2, 1)
+    assert sorted(offsets) == [0, 1, 2, 3]
 
 
 def test_reports_handed_over_are_settled_by_whoever_comes_first(kafka_bootstrap: str) -> None:

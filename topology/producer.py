@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import enum
 import logging
 import threading
 import time
@@ -47,17 +48,35 @@ DURABLE_SETTINGS: dict[str, Any] = {
 # `KQS_PRODUCE_LINGER_MS`): every send at low load waits that long, so it is short.
 DEFAULT_LINGER_MS = 2
 # The linger of the bulk producer (`KQS_PRODUCE_BULK_LINGER_MS`, 0: none), which sends join
-# while the gateway is busy (`AsyncProducer.crowded`). librdkafka's sending thread spins
-# through the last millisecond of every linger window, and a short window also means small
-# produce requests for the broker: in 100,000-message fills (32 clients, SendMessageBatch) that
-# thread took 46-49 µs of CPU per message at 2 ms, 15-21 at 5, 8-9 at 10 and ~3 at 20, and
-# the broker's request handling 46, 29-40, 30-36 and 19-24 (bench/results/PROFILE.md, session
-# 16). A busy gateway's sends wait on the event loop anyway, so they can wait for a fuller
-# request; a lone send keeps the short linger.
+# while the gateway is busy (`AsyncProducer.crowded`) and the queue's consumers lag behind.
+# librdkafka's sending thread spins through the last millisecond of every linger window, and
+# a short window also means small produce requests for the broker: in 100,000-message fills
+# (32 clients, SendMessageBatch) that thread took 46-49 µs of CPU per message at 2 ms, 15-21
+# at 5, 8-9 at 10 and ~3 at 20, and the broker's request handling 46, 29-40, 30-36 and 19-24
+# (bench/results/PROFILE.md, session 16). A busy gateway's sends wait on the event loop
+# anyway, so they can wait for a fuller request; a lone send keeps the short linger. Where
+# consumers lag, the linger also keeps the producers from outrunning them (session 21).
 DEFAULT_BULK_LINGER_MS = 20
+# The linger of the fill producer (`KQS_PRODUCE_FILL_LINGER_MS`, 0: the bulk producer's),
+# which a busy gateway's sends to a queue nobody receives from join. There no consumer is
+# to be kept pace with, and since the broker no longer syncs each append (session 33) the
+# shorter window costs no more CPU per message: 200,000-message fills (32 clients) ran at
+# ~10,700 msg/s at 10 ms against ~9,100 at 20, 81-92 against 85-102 µs of server CPU per
+# message, and slower again with every send at 2 ms (PROFILE.md, session 36).
+DEFAULT_FILL_LINGER_MS = 10
 # Records produced and not yet acknowledged from which the gateway counts as busy: a lone
 # SendMessageBatch (10) still goes out at once.
 CROWDED_RECORDS = 11
+
+
+class Linger(enum.Enum):
+    """Which set of librdkafka producers a record joins. librdkafka has one `linger.ms` per
+    client, so each linger is a set of clients of its own; a topic's records keep their order
+    only within one set (FIFO queues use `PROMPT` alone)."""
+
+    PROMPT = "prompt"  # `linger_ms`: a lone send waits little
+    BULK = "bulk"  # `bulk_linger_ms`: a crowded gateway, the queue's consumers lagging
+    FILL = "fill"  # `fill_linger_ms`: a crowded gateway, a queue nobody receives from
 
 
 class ProduceFailed(Exception):
@@ -121,6 +140,7 @@ class AsyncProducer:
         shards: int = 1,
         linger_ms: int = DEFAULT_LINGER_MS,
         bulk_linger_ms: int = 0,
+        fill_linger_ms: int = 0,
         segment_sync: SegmentSync | None = None,
     ) -> None:
         self._config = {
@@ -130,10 +150,19 @@ class AsyncProducer:
             **DURABLE_SETTINGS,
         }
         self._with_statistics = statistics
-        self._shards: list[_Shard | None] = [None] * max(1, shards)
-        # With `bulk_linger_ms`, a second set of producers with that linger, for `bulk` sends.
-        self._bulk_linger_ms = bulk_linger_ms
-        self._bulk_shards: list[_Shard | None] = [None] * (max(1, shards) if bulk_linger_ms else 0)
+        # One set of shards per linger (`Linger`); the bulk and fill sets only when their
+        # linger is configured. A record for a set that is not there joins the next one
+        # (`_fallback`).
+        self._lingers = {
+            Linger.PROMPT: linger_ms,
+            Linger.BULK: bulk_linger_ms,
+            Linger.FILL: fill_linger_ms,
+        }
+        self._sets: dict[Linger, list[_Shard | None]] = {
+            lane: [None] * max(1, shards)
+            for lane, ms in self._lingers.items()
+            if lane is Linger.PROMPT or ms > 0
+        }
         # Records handed to librdkafka whose delivery report is not settled yet.
         self.unsettled = 0
         # With `statistics`, librdkafka's numbers of every shard, summed, every 5 s.
@@ -149,41 +178,54 @@ class AsyncProducer:
         self._handed: deque[list[_Report]] = deque()
         # Records waiting for room in a full local queue (see `start`).
         self._waiting_for_room: set[asyncio.Task[None]] = set()
-        # Each topic's shard, once chosen (a CRC of the name): asked for every record.
-        self._shard_of: dict[str, _Shard] = {}
-        self._bulk_shard_of: dict[str, _Shard] = {}
+        # Each topic's shard in each set, once chosen (a CRC of the name): asked for every
+        # record.
+        self._shard_of: dict[Linger, dict[str, _Shard]] = {lane: {} for lane in self._sets}
         # With the embedded broker, the queue topics' records are synced to disk here, before
         # their reports reach the event loop (topology/segment_sync.py).
         self.segment_sync = segment_sync
         self._shard(0)  # connect now: a misconfigured bootstrap shows at start-up
 
     def crowded(self) -> bool:
-        """Whether enough records await acknowledgement for a send to join the bulk producer
-        (it then waits for a fuller produce request instead of costing one of its own)."""
+        """Whether enough records await acknowledgement for a send to join the bulk or fill
+        producer (it then waits for a fuller produce request instead of costing one of its
+        own)."""
         return self.unsettled >= CROWDED_RECORDS
 
-    def _shard_for(self, topic: str, bulk: bool = False) -> _Shard:
-        bulk = bulk and bool(self._bulk_shards)
-        chosen = self._bulk_shard_of if bulk else self._shard_of
+    def _shard_for(self, topic: str, lane: Linger = Linger.PROMPT) -> _Shard:
+        chosen = self._shard_of.get(lane)
+        if chosen is None:
+            lane = self._fallback(lane)
+            chosen = self._shard_of[lane]
         shard = chosen.get(topic)
         if shard is None:
-            count = len(self._shards)
+            count = len(self._sets[lane])
             index = zlib.crc32(topic.encode()) % count if count > 1 else 0
             if len(chosen) >= _SHARD_MEMO_LIMIT:
                 chosen.clear()  # topics come and go with their queues: keep it bounded
-            shard = chosen[topic] = self._shard(index, bulk)
+            shard = chosen[topic] = self._shard(index, lane)
         return shard
 
-    def _shard(self, index: int, bulk: bool = False) -> _Shard:
-        shards = self._bulk_shards if bulk else self._shards
+    def _fallback(self, lane: Linger) -> Linger:
+        """The set a record for an unconfigured one joins: a fill's the bulk one, else the
+        prompt one."""
+        if lane is Linger.FILL and Linger.BULK in self._sets:
+            return Linger.BULK
+        return Linger.PROMPT
+
+    def _shard(self, index: int, lane: Linger = Linger.PROMPT) -> _Shard:
+        shards = self._sets[lane]
         shard = shards[index]
         if shard is None:
-            config = {**self._config, "linger.ms": self._bulk_linger_ms} if bulk else self._config
+            config = self._config
+            if lane is not Linger.PROMPT:
+                config = {**config, "linger.ms": self._lingers[lane]}
             shard = shards[index] = _Shard(config, self._with_statistics)
             self.statistics.add(shard.statistics)
             # Delivery reports fire from poll(); a dedicated thread per shard keeps them
             # flowing without blocking the event loop.
-            name = f"kqs-producer-{'bulk-' if bulk else ''}{index}"
+            kind = "" if lane is Linger.PROMPT else f"{lane.value}-"
+            name = f"kqs-producer-{kind}{index}"
             shard.poller = threading.Thread(
                 target=self._poll_forever, args=(shard,), name=name, daemon=True
             )
@@ -196,7 +238,7 @@ class AsyncProducer:
         return len(self._live_shards())
 
     def _live_shards(self) -> list[_Shard]:
-        return [shard for shard in (*self._shards, *self._bulk_shards) if shard is not None]
+        return [shard for shards in self._sets.values() for shard in shards if shard is not None]
 
     def _poll_forever(self, shard: _Shard) -> None:
         while not self._stopping.is_set():
@@ -330,7 +372,7 @@ class AsyncProducer:
         timestamp_ms: int = 0,
         partition: int | None = None,
         on_delivered: OnDelivered | None = None,
-        bulk: bool = False,
+        linger: Linger = Linger.PROMPT,
     ) -> asyncio.Future[Delivered]:
         """`send` without the coroutine: the record goes to librdkafka now and the returned
         future is its delivery report. The records of a SendMessageBatch are started in one
@@ -338,10 +380,10 @@ class AsyncProducer:
         full the record waits for room without blocking the loop; errors librdkafka raises
         at once (an unknown partition) are raised here.
 
-        With `bulk` (and a bulk linger configured) the record goes through the bulk producer.
-        A topic's records then no longer keep their order across the two: callers that need
-        it (FIFO queues) must not mix them."""
-        shard = self._shard_for(topic, bulk)
+        `linger` picks the set of producers (`Linger`; a set not configured falls back to a
+        shorter one). A topic's records keep their order only within one set: callers that
+        need it (FIFO queues) must not mix them."""
+        shard = self._shard_for(topic, linger)
         future, on_delivery = self._future(shard, on_delivered)
         kwargs: dict[str, Any] = {"value": value, "key": key, "on_delivery": on_delivery}
         if headers:

@@ -36,7 +36,7 @@ class SegmentSync:
     def __init__(self, log_dir: Path) -> None:
         self._log_dir = log_dir
         # Per partition, the newest segment whose directory entry is synced. The poll threads of
-        # a topic's prompt and bulk producers may sync one partition at once: at worst a
+        # a topic's producers (prompt, bulk, fill) may sync one partition at once: at worst a
         # directory is synced twice.
         self._dir_synced: dict[TopicPartition, int] = {}
         # Syncs done, for `/metrics`: segment files, and a partition's directory when a new

@@ -37,7 +37,7 @@ from topology.catalog import Catalog, CatalogSnapshot, OnCatalogRecords, QueueRe
 from topology.events import EventPublisher
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer
 from topology.move_task_log import MoveTaskLog
-from topology.producer import AsyncProducer, Delivered, FollowerProducer, OnDelivered
+from topology.producer import AsyncProducer, Delivered, FollowerProducer, Linger, OnDelivered
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import from_record
 from topology.topic_tail import TopicTail
@@ -102,7 +102,7 @@ class InstantProducer(AsyncProducer):
         timestamp_ms: int = 0,
         partition: int | None = None,
         on_delivered: OnDelivered | None = None,
-        bulk: bool = False,
+        linger: Linger = Linger.PROMPT,
     ) -> asyncio.Future[Delivered]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Delivered] = loop.create_future()
