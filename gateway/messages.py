@@ -392,7 +392,10 @@ class MessageService:
         if self._signals.waiting(record.key):
             return Linger.PROMPT
         received_at = self._received_at_ms.get(record.key)
-        if received_at is None or now_ms - received_at >= WANTED_FOR_MS:
+        if received_at is None:
+            return Linger.FILL
+        if now_ms - received_at >= WANTED_FOR_MS:
+            del self._received_at_ms[record.key]  # as for `_wanted_at_ms`: only live memos
             return Linger.FILL
         return Linger.BULK
 
