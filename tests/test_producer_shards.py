@@ -131,7 +131,7 @@ def test_each_linger_has_its_own_producer_and_records_are_counted_until_settled(
     assert counted == [12, 1, 0]
 
 
-def test_a_linger_not_configured_falls_back_to_a_shorter_one(kafka_bootstrap: str) -> None:
+def test_a_linger_not_configured_falls_back_to_another_set(kafka_bootstrap: str) -> None:
     topic = f"shards-fallback-{uuid.uuid4().hex[:8]}"
 
     async def scenario() -> tuple[int, int, list[int]]:

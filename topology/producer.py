@@ -151,7 +151,7 @@ class AsyncProducer:
         }
         self._with_statistics = statistics
         # One set of shards per linger (`Linger`); the bulk and fill sets only when their
-        # linger is configured. A record for a set that is not there joins the next one
+        # linger is configured. A record for a set that is not there joins another
         # (`_fallback`).
         self._lingers = {
             Linger.PROMPT: linger_ms,
@@ -207,8 +207,8 @@ class AsyncProducer:
         return shard
 
     def _fallback(self, lane: Linger) -> Linger:
-        """The set a record for an unconfigured one joins: a fill's the bulk one, else the
-        prompt one."""
+        """The set a record for an unconfigured one joins: a fill's joins the bulk set where
+        there is one (the lingering it was meant for), any other the prompt set."""
         if lane is Linger.FILL and Linger.BULK in self._sets:
             return Linger.BULK
         return Linger.PROMPT
@@ -380,8 +380,8 @@ class AsyncProducer:
         full the record waits for room without blocking the loop; errors librdkafka raises
         at once (an unknown partition) are raised here.
 
-        `linger` picks the set of producers (`Linger`; a set not configured falls back to a
-        shorter one). A topic's records keep their order only within one set: callers that
+        `linger` picks the set of producers (`Linger`; for a set not configured, see
+        `_fallback`). A topic's records keep their order only within one set: callers that
         need it (FIFO queues) must not mix them."""
         shard = self._shard_for(topic, linger)
         future, on_delivery = self._future(shard, on_delivered)
