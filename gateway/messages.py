@@ -114,6 +114,19 @@ def _nobody_to_wake(topic: str, partition: int) -> None:
 # consumed (its busy sends then join the bulk producer, not the fill one).
 WANTED_FOR_MS = 1_000
 
+
+def _lately(times_ms: dict[str, int], key: str, now_ms: int) -> bool:
+    """Whether `times_ms` holds a time for `key` within `WANTED_FOR_MS` of `now_ms`. A stale
+    one is dropped, so the memo keeps only live entries."""
+    at_ms = times_ms.get(key)
+    if at_ms is None:
+        return False
+    if now_ms - at_ms < WANTED_FOR_MS:
+        return True
+    del times_ms[key]
+    return False
+
+
 # A partition whose delivered records this gateway applies: its queue, its key and its applied
 # offset when the batch of delivery reports came (`MessageService._delivered`).
 _ApplyTarget = tuple[QueueRecord, PartitionKey, int]
@@ -384,20 +397,9 @@ class MessageService:
         if not self._producer.crowded():
             return Linger.PROMPT
         now_ms = self._clock.now_ms()
-        wanted_at = self._wanted_at_ms.get(record.key)
-        if wanted_at is not None:
-            if now_ms - wanted_at < WANTED_FOR_MS:
-                return Linger.PROMPT
-            del self._wanted_at_ms[record.key]
-        if self._signals.waiting(record.key):
+        if _lately(self._wanted_at_ms, record.key, now_ms) or self._signals.waiting(record.key):
             return Linger.PROMPT
-        received_at = self._received_at_ms.get(record.key)
-        if received_at is None:
-            return Linger.FILL
-        if now_ms - received_at >= WANTED_FOR_MS:
-            del self._received_at_ms[record.key]  # as for `_wanted_at_ms`: only live memos
-            return Linger.FILL
-        return Linger.BULK
+        return Linger.BULK if _lately(self._received_at_ms, record.key, now_ms) else Linger.FILL
 
     def _start_send(
         self,
