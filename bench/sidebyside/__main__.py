@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.sidebyside import clientcheck, report, servers, workloads
+from bench.sidebyside import clientcheck, report, servers, speed, workloads
 from bench.sidebyside.loadgen import Client, check_signer
 from bench.sidebyside.monitor import TreeMonitor
 
@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         work = tmp / f"{workload}-{pair}-{name}"
         env = {**kqs_env, **base_env} if name == "kqs-base" else kqs_env
+        probe_before = speed.probe_ms(server_cores)
+        measured = len(runs)
         with servers.running(name, work, server_cores, env) as server:
             run = job(workload)
 
@@ -267,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
                 if k in result
             }
             print(f"    {json.dumps(summary)} {json.dumps(mon.result())}", file=sys.stderr)
+        if len(runs) > measured:
+            probes = [probe_before, speed.probe_ms(server_cores)]  # the server is stopped now
+            runs[-1]["resources"]["speed_probe_ms"] = probes
+            print(f"    machine speed probe before / after: {probes} ms", file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)
 
     check: dict[str, Any] | None = None

@@ -94,18 +94,22 @@ def _get(run: dict[str, Any], key: str) -> Any:
 
 
 def ratios(runs: list[dict[str, Any]], workload: str) -> dict[str, Any]:
-    """Per pair KQS/peer for each ratio metric, and the median over pairs."""
+    """Per pair KQS/peer for each ratio metric, and the median over pairs.
+
+    KQS is `kqs` (this tree), or `kqs-base` when it runs alone against the peers: a long run
+    measures a `git archive` of the code so that the working tree stays free to change."""
     out: dict[str, Any] = {}
     by_pair: dict[int, dict[str, dict[str, Any]]] = {}
     for run in runs:
         if run["workload"] == workload:
             by_pair.setdefault(run["pair"], {})[run["server"]] = run
+    present = {run["server"] for run in runs}
+    subject = "kqs" if "kqs" in present else "kqs-base"
     for key, label, _ in RATIO_METRICS.get(workload, []):
-        present = {run["server"] for run in runs}
-        for peer in (p for p in PEERS if p in present):
+        for peer in (p for p in PEERS if p in present and p != subject):
             per_pair: list[float | None] = []
             for pair in sorted(by_pair):
-                kqs, other = by_pair[pair].get("kqs"), by_pair[pair].get(peer)
+                kqs, other = by_pair[pair].get(subject), by_pair[pair].get(peer)
                 value = None
                 if kqs and other:
                     a, b = _get(kqs, key), _get(other, key)
@@ -114,6 +118,22 @@ def ratios(runs: list[dict[str, Any]], workload: str) -> dict[str, Any]:
                 per_pair.append(value)
             out[f"{label} KQS/{peer}"] = {"per_pair": per_pair, "median": _med(per_pair)}
     return out
+
+
+def _speed_probes(wruns: list[dict[str, Any]]) -> list[str]:
+    """The machine's speed around each run (`speed.py`), where the runs were probed."""
+    probed = [r for r in wruns if r["resources"].get("speed_probe_ms")]
+    if not probed:
+        return []
+    each = "; ".join(
+        f"pair {r['pair']} {r['server']} {' / '.join(f'{v:.0f}' for v in r['resources']['speed_probe_ms'])}"
+        for r in sorted(probed, key=lambda r: (r["pair"], SERVERS.index(r["server"])))
+    )
+    return [
+        "Machine speed probe, ms for a fixed Python loop on the server cores before / after "
+        f"each run (lower is faster; bench/sidebyside/speed.py): {each}.",
+        "",
+    ]
 
 
 def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -212,6 +232,7 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             per = ", ".join(_fmt(v) for v in value["per_pair"])
             lines.append(f"| {label} | {per} | {_fmt(value['median'])} |")
         lines.append("")
+        lines += _speed_probes(wruns)
         if workload == "f_fifo":
             for r in wruns:
                 res = r["result"]
