@@ -1,10 +1,11 @@
 """How fast the machine runs right now: a fixed CPU-bound Python loop, timed on given cores.
 
-This VM's speed moves by up to ~1.75x within a minute with nothing else running (the same
-pinned loop took 356-625 ms, bench/results/PROFILE.md, session 37), and a server's rate moves
-with it. The side-by-side probes the server cores before each run starts and after it ends,
-so a report shows the machine speed each figure was taken at. The probe runs alone on the
-cores (no server is up then), in a process of its own, and takes well under a second.
+This VM's speed moves by up to ~1.8x within a minute with nothing else running (a
+5,000,000-step loop pinned to one core took 356-625 ms, bench/results/PROFILE.md, session
+37), and a server's rate moves with it. The side-by-side probes the server cores before each
+run starts and after it ends, so a report shows the machine speed each figure was taken at.
+The probe runs alone on the cores (no server is up then), in a process of its own, and takes
+well under a second.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-# About 0.1 s per timing on this machine: long enough to average over the scheduler's ticks,
-# short enough to leave the runs' timing alone.
+# 50-100 ms per timing on this machine: long enough to span several scheduler ticks, short
+# enough to add nothing that matters to a run's time.
 _STEPS = 1_000_000
 _TIMINGS = 3
 _LOOP = (
