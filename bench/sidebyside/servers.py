@@ -124,7 +124,8 @@ class Server:
         return procs
 
 
-def _pin(cores: Sequence[int] | None) -> None:
+def pin(cores: Sequence[int] | None) -> None:
+    """Pin the calling process to `cores` (a child's `preexec_fn`); None or empty: leave it."""
     if cores:
         os.sched_setaffinity(0, set(cores))
 
@@ -165,7 +166,7 @@ def _popen(
             env=env,
             cwd=cwd,
             start_new_session=True,  # its own process group: killed as a group
-            preexec_fn=(lambda: _pin(cores)) if cores else None,
+            preexec_fn=(lambda: pin(cores)) if cores else None,
         )
 
 

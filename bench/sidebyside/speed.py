@@ -10,11 +10,12 @@ well under a second.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
+
+from bench.sidebyside.servers import pin
 
 # 50-100 ms per timing on this machine: long enough to span several scheduler ticks, short
 # enough to add nothing that matters to a run's time.
@@ -35,8 +36,12 @@ def probe_ms(cores: Sequence[int] | None) -> float:
     """Milliseconds the fixed loop takes on `cores` (median of three timings; lower is
     faster). Without cores, wherever the scheduler puts it."""
     command = [sys.executable, "-c", _LOOP.format(timings=_TIMINGS, steps=_STEPS)]
-    pin = (lambda: os.sched_setaffinity(0, set(cores))) if cores else None
     out = subprocess.run(
-        command, capture_output=True, text=True, check=True, timeout=60, preexec_fn=pin
+        command,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        preexec_fn=(lambda: pin(cores)) if cores else None,
     )
     return round(statistics.median(float(line) for line in out.stdout.split()) * 1000, 1)
