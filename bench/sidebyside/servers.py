@@ -36,6 +36,7 @@ from typing import Any
 
 import psutil
 
+from bench.sidebyside.cores import pin
 from topology import broker, file_lock, maven
 
 ELASTICMQ_GROUP = "org.elasticmq"
@@ -122,12 +123,6 @@ class Server:
                 with contextlib.suppress(psutil.Error):
                     procs.append(psutil.Process(pid))
         return procs
-
-
-def pin(cores: Sequence[int] | None) -> None:
-    """Pin the calling process to `cores` (a child's `preexec_fn`); None or empty: leave it."""
-    if cores:
-        os.sched_setaffinity(0, set(cores))
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from bench.sidebyside.servers import pin
+from bench.sidebyside.cores import pin
 
 # 50-100 ms per timing on this machine: long enough to span several scheduler ticks, short
 # enough to add nothing that matters to a run's time.
