@@ -1,6 +1,7 @@
 """`AsyncProducer` with several shards against a real broker: every topic keeps the order of
 its records and batches of reports still reach the batch listeners; the statistics of the
-shards add up; reports handed over are settled once, by the loop's code or its callback."""
+shards add up; reports handed over are settled once, by the loop's code or its callback; a
+new shard has its producer id asked for as soon as it is connected."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import asyncio
 import json
 import time
 import uuid
+from typing import Any
+
+from confluent_kafka import Producer
 
 from topology.admin import TopicAdmin
-from topology.producer import AsyncProducer, Delivered, Linger
+from topology.producer import DURABLE_SETTINGS, AsyncProducer, Delivered, Linger, connect_now
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 
 TOPICS = 12
@@ -196,3 +200,42 @@ def test_reports_handed_over_are_settled_by_whoever_comes_first(kafka_bootstrap:
     assert done_at_once
     assert 1 <= batches <= 3  # one per settle that found reports, none from the callbacks
     assert unsettled == 0
+
+
+def test_a_new_producer_asks_for_its_producer_id_as_soon_as_it_is_connected(
+    kafka_bootstrap: str,
+) -> None:
+    # librdkafka asks for an idempotent producer's id only from a broker it knows by id, on
+    # a metadata response; without one it waits in WaitTransport for a timer 500 ms away,
+    # which the first record of every new shard waited for. `connect_now` returns once a
+    # broker by id has answered, so from then on the id is being asked for (RequestPID,
+    # WaitPID) or held (Assigned).
+    topic = f"shards-connect-{uuid.uuid4().hex[:8]}"
+    asyncio.run(TopicAdmin(kafka_bootstrap).create_topic(topic, 1, {}))
+    for _ in range(3):  # each attempt a new client: the bootstrap race goes either way
+        reports: list[dict[str, Any]] = []
+        created = time.monotonic()
+        client = Producer(
+            {
+                "bootstrap.servers": kafka_bootstrap,
+                **DURABLE_SETTINGS,
+                "statistics.interval.ms": 10,
+                "stats_cb": lambda stats, into=reports: into.append(json.loads(stats)),
+            }
+        )
+        try:
+            # When the shard connects for its first topic
+            connect_now(client, topic)
+            connected_after_us = (time.monotonic() - created) * 1_000_000
+
+            # Then the first statistics taken after that (librdkafka's `age` counts from a
+            # moment later than `created`) show the id asked for or assigned, not WaitTransport
+            after: list[dict[str, Any]] = []
+            deadline = time.monotonic() + 10
+            while not after and time.monotonic() < deadline:
+                client.poll(0.05)
+                after = [r for r in reports if r["age"] >= connected_after_us]
+            assert after, "no statistics after connecting"
+            assert after[0]["eos"]["idemp_state"] in ("RequestPID", "WaitPID", "Assigned")
+        finally:
+            client.flush(5)

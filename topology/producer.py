@@ -89,6 +89,10 @@ class ProduceFailed(Exception):
         self.dropped = error.code() == KafkaError._PURGE_QUEUE
 
 
+# How long a new shard's poll thread waits for its connection (`connect_now`) before polling:
+# short against `message.timeout.ms`, whose failure reports it would otherwise hold back.
+_CONNECT_TIMEOUT_S = 2.0
+
 # How many topics' shards `AsyncProducer._shard_for` remembers before it starts over.
 _SHARD_MEMO_LIMIT = 100_000
 
@@ -203,7 +207,7 @@ class AsyncProducer:
             index = zlib.crc32(topic.encode()) % count if count > 1 else 0
             if len(chosen) >= _SHARD_MEMO_LIMIT:
                 chosen.clear()  # topics come and go with their queues: keep it bounded
-            shard = chosen[topic] = self._shard(index, lane)
+            shard = chosen[topic] = self._shard(index, lane, topic)
         return shard
 
     def _fallback(self, lane: Linger) -> Linger:
@@ -213,7 +217,11 @@ class AsyncProducer:
             return Linger.BULK
         return Linger.PROMPT
 
-    def _shard(self, index: int, lane: Linger = Linger.PROMPT) -> _Shard:
+    def _shard(
+        self, index: int, lane: Linger = Linger.PROMPT, first_topic: str | None = None
+    ) -> _Shard:
+        """The set's shard `index`, created (with its poll thread) on first use: for a
+        record to `first_topic` when a record asks for it."""
         shards = self._sets[lane]
         shard = shards[index]
         if shard is None:
@@ -227,7 +235,7 @@ class AsyncProducer:
             kind = "" if lane is Linger.PROMPT else f"{lane.value}-"
             name = f"kqs-producer-{kind}{index}"
             shard.poller = threading.Thread(
-                target=self._poll_forever, args=(shard,), name=name, daemon=True
+                target=self._poll_forever, args=(shard, first_topic), name=name, daemon=True
             )
             shard.poller.start()
         return shard
@@ -240,7 +248,9 @@ class AsyncProducer:
     def _live_shards(self) -> list[_Shard]:
         return [shard for shards in self._sets.values() for shard in shards if shard is not None]
 
-    def _poll_forever(self, shard: _Shard) -> None:
+    def _poll_forever(self, shard: _Shard, first_topic: str | None = None) -> None:
+        if first_topic is not None:
+            connect_now(shard.client, first_topic)
         while not self._stopping.is_set():
             shard.client.poll(0.05)
             self._hand_over(shard)
@@ -464,6 +474,30 @@ class AsyncProducer:
         for shard in self._live_shards():
             if shard.poller is not None:
                 shard.poller.join(timeout=5)
+
+
+def connect_now(client: Producer, topic: str) -> None:
+    """Get a new producer connected and its producer id now, for the record that created it.
+
+    An idempotent librdkafka producer asks for its producer id as it starts, and again on
+    each metadata response, but only from a broker it knows by id: the bootstrap connection
+    does not count. With none, it tries again 500 ms later (a fixed timer), so the first
+    record of a new shard waited ~510 ms for its acknowledgement: the first SendMessage to a
+    queue just created, and ~2 % of the open-loop workload's sends (bench/results/PROFILE.md,
+    session 38). A metadata request answered by the broker itself (not the bootstrap
+    connection, which answers first and is then dropped) has it ask at once: ~60 ms.
+    Asked in the shard's own poll thread (the call blocks, without the GIL), for the one
+    topic the record goes to, since a whole-cluster request grows with the queues. A failure
+    changes nothing: the producer then connects as before.
+    """
+    deadline = time.monotonic() + _CONNECT_TIMEOUT_S
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            answered_by = client.list_topics(topic, timeout=left).orig_broker_id
+        except KafkaException:
+            return
+        if answered_by >= 0:  # a broker by id; the bootstrap connection is -1
+            return
 
 
 def _synced(segment_sync: SegmentSync, batch: list[_Report]) -> list[_Report]:
