@@ -92,6 +92,9 @@ class ProduceFailed(Exception):
 # How long a new shard's poll thread waits for its connection (`connect_now`) before polling:
 # short against `message.timeout.ms`, whose failure reports it would otherwise hold back.
 _CONNECT_TIMEOUT_S = 2.0
+# Metadata requests `connect_now` makes at most: the bootstrap connection answers one at most
+# (librdkafka then drops it), so the second goes to a broker by id; a bound all the same.
+_CONNECT_ATTEMPTS = 3
 
 # How many topics' shards `AsyncProducer._shard_for` remembers before it starts over.
 _SHARD_MEMO_LIMIT = 100_000
@@ -220,8 +223,9 @@ class AsyncProducer:
     def _shard(
         self, index: int, lane: Linger = Linger.PROMPT, first_topic: str | None = None
     ) -> _Shard:
-        """The set's shard `index`, created (with its poll thread) on first use: for a
-        record to `first_topic` when a record asks for it."""
+        """The set's shard `index`, created (with its poll thread) on first use.
+        `first_topic`: the topic of the record that asked for it, which the new shard's
+        poll thread connects for before it polls (`connect_now`)."""
         shards = self._sets[lane]
         shard = shards[index]
         if shard is None:
@@ -491,7 +495,10 @@ def connect_now(client: Producer, topic: str) -> None:
     changes nothing: the producer then connects as before.
     """
     deadline = time.monotonic() + _CONNECT_TIMEOUT_S
-    while (left := deadline - time.monotonic()) > 0:
+    for _ in range(_CONNECT_ATTEMPTS):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
         try:
             answered_by = client.list_topics(topic, timeout=left).orig_broker_id
         except KafkaException:
