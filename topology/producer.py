@@ -149,6 +149,7 @@ class AsyncProducer:
         bulk_linger_ms: int = 0,
         fill_linger_ms: int = 0,
         segment_sync: SegmentSync | None = None,
+        connect_new_shards: bool = True,
     ) -> None:
         self._config = {
             "bootstrap.servers": bootstrap,
@@ -191,6 +192,8 @@ class AsyncProducer:
         # With the embedded broker, the queue topics' records are synced to disk here, before
         # their reports reach the event loop (topology/segment_sync.py).
         self.segment_sync = segment_sync
+        # Whether a new shard's poll thread gets it connected before it polls (`connect_now`).
+        self._connect_new_shards = connect_new_shards
         self._shard(0)  # connect now: a misconfigured bootstrap shows at start-up
 
     def crowded(self) -> bool:
@@ -210,7 +213,8 @@ class AsyncProducer:
             index = zlib.crc32(topic.encode()) % count if count > 1 else 0
             if len(chosen) >= _SHARD_MEMO_LIMIT:
                 chosen.clear()  # topics come and go with their queues: keep it bounded
-            shard = chosen[topic] = self._shard(index, lane, topic)
+            first_topic = topic if self._connect_new_shards else None
+            shard = chosen[topic] = self._shard(index, lane, first_topic)
         return shard
 
     def _fallback(self, lane: Linger) -> Linger:
