@@ -192,10 +192,11 @@ class KafkaClients:
             if self.settings.segment_sync_dir is not None
             else None,
             # Not with several gateways yet: there a send to a queue created a moment ago can
-            # land while its partitions are still being shared out, and a record applied by
-            # the gateway that produced it and by the partition's next owner is delivered
-            # twice (tests/test_e2e_workers.py failed 2 runs of 3 with it; PROFILE.md,
-            # session 38). The new shard's ~500 ms wait for its producer id hid that window.
+            # land while its partitions are still being shared out, and messages were then
+            # delivered twice (tests/test_e2e_workers.py failed 2 runs of 3 with it; likely a
+            # record applied by both the gateway that produced it and the partition's next
+            # owner, not proven; PROFILE.md, session 38). The new shard's ~500 ms wait for
+            # its producer id hid that window; the race itself is still to be closed.
             connect_new_shards=self.settings.partition_ownership == "all",
         )
 
