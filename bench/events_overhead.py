@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.events import KafkaEventSink
+from gateway.observability.events import KafkaEventSink
 from lease_store.clock import SystemClock
 from tests.builders import a_message
 from tests.harness import GatewayProcess, free_port, json_client

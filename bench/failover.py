@@ -62,7 +62,7 @@ class Gateway:
     def start(self) -> None:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port),
+                [sys.executable, "-m", "gateway.cli.main", "serve", "--port", str(self.port),
                  "--data-dir", str(self.data_dir)],
                 stdout=log, stderr=subprocess.STDOUT, env=self.env,
             )  # fmt: skip

@@ -20,36 +20,28 @@ from typing import cast
 from aiohttp import ClientPayloadError, web
 from confluent_kafka import KafkaException
 
-from gateway import limits
-from gateway.auth import authenticate, authorize, condition_keys
-from gateway.backlog import commit_backlog_offsets
-from gateway.config import Settings
-from gateway.context import RequestContext, RequestNotes
-from gateway.dispatch import ACTIONS
-from gateway.errors import (
+from gateway.actions.context import Protocol, RequestContext, RequestNotes
+from gateway.actions.params import Params
+from gateway.actions.runtime import Runtime
+from gateway.cluster.forwarding import PATH as INTERNAL_PATH
+from gateway.cluster.forwarding import Forwarder
+from gateway.cluster.group_check import warn_if_group_gateways
+from gateway.cluster.lease_recovery import open_lease_store
+from gateway.cluster.ownership import GroupOwnership
+from gateway.common import limits
+from gateway.common.config import Settings
+from gateway.common.errors import (
     InternalError,
     RequestTooLarge,
     ServiceUnavailable,
     SqsError,
     for_domain_error,
 )
-from gateway.events import KafkaEventSink
-from gateway.expiry import expire_messages
-from gateway.forwarding import PATH as INTERNAL_PATH
-from gateway.forwarding import Forwarder
-from gateway.gauges import publish_gauges
-from gateway.group_check import warn_if_group_gateways
-from gateway.iam.config import Directory, load_directory
-from gateway.internal_api import internal_handler
-from gateway.lean_http import Handler, LeanFront, LeanRequest
-from gateway.lease_recovery import open_lease_store
-from gateway.messages import MessageService
-from gateway.metrics import CONTENT_TYPE, QueueGauge, RequestMetrics, Snapshot, render
-from gateway.move_tasks import MoveTasks
-from gateway.ownership import GroupOwnership
-from gateway.params import Params
-from gateway.protocol import (
-    Protocol,
+from gateway.http.auth import authenticate, authorize, condition_keys
+from gateway.http.dispatch import ACTIONS
+from gateway.http.lean_http import Handler, LeanFront, LeanRequest
+from gateway.http.peer_api import internal_handler
+from gateway.http.protocol import (
     detect_protocol,
     new_request_id,
     read_request,
@@ -57,16 +49,24 @@ from gateway.protocol import (
     render_result,
     unknown_action,
 )
-from gateway.queues import QueueRegistry, partition_keys
-from gateway.runtime import Runtime
-from gateway.waiters import QueueSignals
+from gateway.iam.config import Directory, load_directory
+from gateway.observability.backlog import commit_backlog_offsets
+from gateway.observability.events import KafkaEventSink
+from gateway.observability.gauges import publish_gauges
+from gateway.observability.metrics import CONTENT_TYPE, QueueGauge, RequestMetrics, Snapshot, render
+from gateway.sqs.expiry import expire_messages
+from gateway.sqs.fifo import FifoService
+from gateway.sqs.messages.service import MessageService
+from gateway.sqs.move_tasks import MoveTasks
+from gateway.sqs.queues import QueueRegistry
+from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
 from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.store import CommitListener, LeaseStore
 from lease_store.value_class import value_class
 from topology.admin import TopicAdmin
-from topology.catalog import Catalog, QueueRecord
+from topology.catalog import Catalog, QueueRecord, partition_keys
 from topology.changelog import LeaseChangelog
 from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher, ensure_events_topic
@@ -179,7 +179,7 @@ class KafkaClients:
         self.bootstrap = settings.kafka_bootstrap
 
     def producer(self) -> AsyncProducer:
-        # librdkafka's messages through our logger, not raw on stderr (gateway/logs.py)
+        # librdkafka's messages through our logger, not raw on stderr (gateway/observability/logs.py)
         return AsyncProducer(
             self.bootstrap,
             {"logger": LIBRDKAFKA},
@@ -388,6 +388,8 @@ async def _start(
         ownership=group,
         forwarder=forwarder,
     )
+    # Beside the message service, which it sends and receives through.
+    fifo = FifoService(messages, leases, clock)
     ingest: Ingest
     if group is not None:
         # One consumer: it is this gateway's one member of the ingest group.
@@ -423,7 +425,7 @@ async def _start(
         # Other gateways' tasks: this one may become their source queues' home.
         move_tasks_tail = task_log.follow()
         move_tasks_tail.start(loop)
-    app[RUNTIME] = Runtime(settings, clock, registry, messages, move_tasks, sink)
+    app[RUNTIME] = Runtime(settings, clock, registry, messages, fifo, move_tasks, sink)
     app[SETTLE_DELIVERED] = producer.settle_handed
     app[SIGNALS] = signals
     log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
@@ -436,7 +438,7 @@ async def _start(
             messages.ownership.serves,
         )
     )
-    expiry = asyncio.create_task(expire_messages(registry, messages))
+    expiry = asyncio.create_task(expire_messages(registry, messages, fifo))
     gauges = asyncio.create_task(
         publish_gauges(registry, messages, sink, settings.gauge_interval_s)
     )

@@ -762,7 +762,7 @@ class LeaseStore:
     @property
     def kv(self) -> KeyValueStore:
         """The key-value store underneath, for rebuilding dropped partitions in place while
-        the others are served (`gateway/ownership.py`); call `forget_cached` afterwards."""
+        the others are served (`gateway/cluster/ownership.py`); call `forget_cached` afterwards."""
         return self._kv
 
     def forget_cached(self, pk: PartitionKey) -> None:

@@ -199,7 +199,7 @@ class GatewayProcess:
                 [
                     sys.executable,
                     "-m",
-                    "gateway.cli",
+                    "gateway.cli.main",
                     "serve",
                     "--port",
                     str(self.port),

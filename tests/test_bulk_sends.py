@@ -13,8 +13,9 @@ import asyncio
 from typing import Any
 
 from bench.micro.standins import InstantProducer, Log
-from gateway.messages import WANTED_FOR_MS, MessageService
-from gateway.waiters import QueueSignals
+from gateway.sqs.messages.send import WANTED_FOR_MS
+from gateway.sqs.messages.service import MessageService
+from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import ManualClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.memory import MemoryKeyValueStore

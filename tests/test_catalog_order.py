@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from gateway.queues import QueueRegistry
+from gateway.sqs.queues import QueueRegistry
 from topology.catalog import QueueRecord
 
 ACCOUNT = "000000000000"

@@ -1,10 +1,10 @@
-"""gateway.checksums against the reference test vectors (SQS-REFERENCE.md, "Checksums")."""
+"""gateway.common.checksums against the reference test vectors (SQS-REFERENCE.md, "Checksums")."""
 
 from __future__ import annotations
 
 import hashlib
 
-from gateway.checksums import md5_of_attributes
+from gateway.common.checksums import md5_of_attributes
 from lease_store.records import AttributeValue, StoredMessage
 
 TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
@@ -65,7 +65,7 @@ def test_digest_is_the_spec_byte_layout() -> None:
     expected = hashlib.md5(
         b"\x00\x00\x00\x05price" + b"\x00\x00\x00\x0aNumber.eur" + b"\x01" + b"\x00\x00\x00\x0412.5"
     ).hexdigest()
-    # Then gateway.checksums agrees
+    # Then gateway.common.checksums agrees
     attributes = {"price": AttributeValue("Number.eur", string_value="12.5")}
     assert md5_of_attributes(attributes) == expected
 

@@ -1,4 +1,4 @@
-"""The gateway's collector settings (gateway/collector.py)."""
+"""The gateway's collector settings (gateway/cli/collector.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway import collector
+from gateway.cli import collector
 
 
 @pytest.fixture

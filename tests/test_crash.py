@@ -356,7 +356,7 @@ def test_stopped_gateway_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
     stopped (SIGSTOP) past its session, so the group gives its partitions to the others, and
     woken (SIGCONT) with client and forwarded requests waiting in its sockets, repeatedly
     (a long garbage-collection pause, a stalled VM). What it answers on waking must not be
-    undone by the gateways that took its partitions (`gateway/pause_watch.py`); every message
+    undone by the gateways that took its partitions (`gateway/cluster/pause_watch.py`); every message
     is accounted for as in the kill cycles."""
     gateways = [
         GatewayProcess(tmp_path / f"gateway-{i}", kafka_bootstrap, env=SCALE_OUT_ENV)

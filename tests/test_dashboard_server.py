@@ -164,7 +164,7 @@ def test_kqs_dashboard_on_a_port_in_use_exits_1_saying_why(
 ) -> None:
     port = dashboard.url.rsplit(":", 1)[1].rstrip("/")
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "dashboard", "--port", port]
+        [sys.executable, "-m", "gateway.cli.main", "dashboard", "--port", port]
         + ["--kafka-bootstrap", kafka_bootstrap],
         capture_output=True,
         text=True,

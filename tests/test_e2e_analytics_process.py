@@ -85,7 +85,7 @@ def test_batch_lines_come_as_batches_finish_and_stop_is_prompt_after_a_full_hist
     cwd.mkdir()
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "gateway.cli", "analytics",
+            sys.executable, "-m", "gateway.cli.main", "analytics",
             "--bootstrap", kafka_bootstrap, "--data-dir", str(tmp_path / "data"),
             "--trigger-seconds", "0.2", "--file-trigger-seconds", "1.2",
             "--starting-offsets", "latest", "--dashboard-port", "0", "--log-format", "json",

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     OffsetSpec,
 )
 
-from gateway import limits
+from gateway.common import limits
 from tests.harness import ACCOUNT_ID, REGION, NewQueue
 
 

@@ -17,9 +17,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from gateway.queues import group_partition
 from tests.fifo_support import unique
 from tests.harness import ACCOUNT_ID, GatewayProcess, json_client, query_client
+from topology.catalog import group_partition
 
 PARTITIONS = 4
 

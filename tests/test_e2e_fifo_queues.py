@@ -17,9 +17,9 @@ import pytest
 from botocore.exceptions import ClientError
 from confluent_kafka.admin import AdminClient
 
-from gateway.queues import group_partition
 from tests.fifo_support import arn_of, error_of, new_fifo_queue, unique
 from tests.harness import ACCOUNT_ID, NewQueue
+from topology.catalog import group_partition
 
 FIFO_NAME_RULE = (
     "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from gateway import limits
-from gateway.dispatch import ACTIONS
+from gateway.common import limits
+from gateway.http.dispatch import ACTIONS
 from tests.harness import GatewayProcess, json_client, signed_headers
 
 REQUESTS_PER_PROTOCOL = 1500

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway import limits
+from gateway.common import limits
 from tests.harness import GatewayProcess, client_for, signed_headers
 
 

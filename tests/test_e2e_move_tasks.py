@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from gateway.move_tasks import decode_handle, encode_handle
+from gateway.sqs.move_tasks import decode_handle, encode_handle
 from tests.harness import ACCOUNT_ID, REGION, GatewayProcess, NewQueue, client_for
 from topology.names import MOVE_TASKS_TOPIC
 from topology.topic_tail import read_to_end

@@ -19,7 +19,7 @@ import pytest
 from botocore.exceptions import ClientError
 from confluent_kafka import Consumer, TopicPartition
 
-from gateway.move_tasks import encode_handle
+from gateway.sqs.move_tasks import encode_handle
 from tests.harness import GatewayProcess, client_for, gateway_pair
 from tests.harness import eventually as harness_eventually
 from tests.harness import visible_and_in_flight as counts

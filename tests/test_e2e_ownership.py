@@ -26,7 +26,7 @@ import pytest
 from botocore.exceptions import ClientError
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from gateway.forwarding import RECEIVE_CALL_TIMEOUT_S
+from gateway.cluster.forwarding import RECEIVE_CALL_TIMEOUT_S
 from lease_store.handles import ReceiptHandleCodec
 from tests.harness import ACCOUNT_ID, NO_RETRIES, GatewayProcess, client_for, gateway_pair
 from tests.harness import eventually as harness_eventually

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from gateway.config import Settings
+from gateway.common.config import Settings
 from tests.harness import GatewayProcess, json_client, query_client
 
 # How long a message is held young before its lease-store keys are written, and how often

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from botocore.config import Config
 
-from gateway.config import Settings
+from gateway.common.config import Settings
 from tests.harness import GatewayProcess, client_for, free_port, visible_and_in_flight
 from tests.harness import eventually as harness_eventually
 

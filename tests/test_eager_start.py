@@ -1,4 +1,4 @@
-"""`start_now` (`gateway/eager_start.py`): a coroutine's first step on the caller's stack, in
+"""`start_now` (`gateway/common/eager_start.py`): a coroutine's first step on the caller's stack, in
 the Task that then runs the rest as if it had run it from the start."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.eager_start import resume_waiting, start_now
+from gateway.common.eager_start import resume_waiting, start_now
 
 
 async def test_a_coroutine_that_never_waits_runs_at_once() -> None:
@@ -254,7 +254,7 @@ async def test_futures_nobody_started_now_waits_for_are_ignored() -> None:
 async def test_nothing_is_kept_for_a_coroutine_once_its_task_is_done() -> None:
     """What each coroutine waits for is forgotten as it steps on, however its Task ended:
     resumed, stepped by its Task, cancelled after a resumed step."""
-    from gateway import eager_start
+    from gateway.common import eager_start
 
     loop = asyncio.get_running_loop()
     futures = [loop.create_future() for _ in range(4)]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from gateway.events import KafkaEventSink
+from gateway.observability.events import KafkaEventSink
 from lease_store.clock import ManualClock
 from lease_store.records import AttributeValue
 from lease_store.store import Counts, Delivery, LeaseStore

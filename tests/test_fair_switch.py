@@ -6,11 +6,11 @@ Kafka's clients replaced (`tests/test_moved_while_confirming.py`).
 
 from __future__ import annotations
 
-from gateway.messages import MessageService
-from gateway.queues import partition_keys
+from gateway.sqs.messages.service import MessageService
 from lease_store.records import StoredMessage
 from tests.builders import a_message
 from tests.test_moved_while_confirming import QUEUE, gateway_serving_the_queue
+from topology.catalog import partition_keys
 
 
 def a_flood_then_a_quiet_message() -> list[tuple[int, StoredMessage]]:

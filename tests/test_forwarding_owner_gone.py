@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from gateway.errors import OwnerGone, ReceiptHandleIsInvalid, ServiceUnavailable
-from gateway.forwarding import PATH, Forwarder, encode_error, encode_lease_error
+from gateway.cluster.forwarding import PATH, Forwarder, encode_error, encode_lease_error
+from gateway.common.errors import OwnerGone, ReceiptHandleIsInvalid, ServiceUnavailable
 from lease_store.errors import MessageNotInflight
 from topology.owners import Owner
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.gauges import GaugeThrottle
+from gateway.observability.gauges import GaugeThrottle
 from lease_store.store import Counts
 
 

@@ -1,4 +1,4 @@
-"""A single gateway started beside group-mode gateways says so (`gateway/group_check.py`).
+"""A single gateway started beside group-mode gateways says so (`gateway/cluster/group_check.py`).
 
 A group-mode gateway is a live member of the ingest consumer group; here a real consumer
 subscribed under that group stands for one, on a broker of the module's own (the session's

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from gateway.eager_start import start_now
-from gateway.group_sync import GroupSync
+from gateway.common.eager_start import start_now
+from gateway.sqs.group_sync import GroupSync
 
 
 class RecordingSync:

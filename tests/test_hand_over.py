@@ -1,4 +1,4 @@
-"""What a single gateway's store hands over to the changelog (`gateway/hand_over.py`): every
+"""What a single gateway's store hands over to the changelog (`gateway/cluster/hand_over.py`): every
 fact it holds and a tombstone for every offset it no longer holds, between the partition's
 log start and its applied offset (no Kafka: the follower is a recorder)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from gateway.hand_over import publish_partition
+from gateway.cluster.hand_over import publish_partition
 from lease_store.clock import ManualClock
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import LeaseFact

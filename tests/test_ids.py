@@ -1,10 +1,10 @@
-"""Request and message ids (`gateway.ids.new_uuid`): random UUIDs of version 4."""
+"""Request and message ids (`gateway.common.ids.new_uuid`): random UUIDs of version 4."""
 
 from __future__ import annotations
 
 import uuid
 
-from gateway.ids import new_uuid
+from gateway.common.ids import new_uuid
 
 
 def test_ids_are_distinct_version_4_uuids_in_their_canonical_text() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config import Settings
+from gateway.common.config import Settings
 from tests.harness import GatewayProcess, json_client
 
 
@@ -30,7 +30,7 @@ def _inspect(gateway: GatewayProcess, *args: str) -> subprocess.CompletedProcess
         [
             sys.executable,
             "-m",
-            "gateway.cli",
+            "gateway.cli.main",
             "inspect",
             "--data-dir",
             str(gateway.data_dir),

@@ -1,4 +1,4 @@
-"""The lean HTTP front (`gateway/lean_http.py`) over real sockets, with handlers of its own.
+"""The lean HTTP front (`gateway/http/lean_http.py`) over real sockets, with handlers of its own.
 
 What the gateway's handlers do is tested end to end through both fronts elsewhere (the e2e
 suites run on the default front; `test_e2e_http_fronts.py` runs a round trip on each); these
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from gateway.lean_http import LeanFront, LeanRequest
+from gateway.http.lean_http import LeanFront, LeanRequest
 
 MAX_BODY = 1024
 INTERNAL = "/internal/v1/"

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from gateway import logs
+from gateway.observability import logs
 from topology.client_log import RepeatLimit
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.errors import InvalidMessageContents
-from gateway.message_attributes import message_size, validate_body
+from gateway.common.errors import InvalidMessageContents
+from gateway.sqs.message_attributes import message_size, validate_body
 from lease_store.records import AttributeValue
 
 

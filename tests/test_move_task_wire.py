@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import InvalidParameterValue, ResourceNotFound, SqsError
-from gateway.forwarding import (
+from gateway.cluster.forwarding import (
     decode_error,
     decode_held,
     decode_received,
@@ -18,7 +17,8 @@ from gateway.forwarding import (
     encode_held,
     encode_received,
 )
-from gateway.move_tasks import MoveTaskStatus, MoveTaskSummary, encode_handle
+from gateway.common.errors import InvalidParameterValue, ResourceNotFound, SqsError
+from gateway.sqs.move_tasks import MoveTaskStatus, MoveTaskSummary, encode_handle
 from lease_store.store import Delivery
 from tests.builders import a_fact, a_message, an_in_flight_fact
 

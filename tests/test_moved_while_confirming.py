@@ -19,16 +19,16 @@ import pytest
 from confluent_kafka import KafkaError
 
 from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
-from gateway.errors import OwnerGone, ServiceUnavailable
-from gateway.events import EventSink
-from gateway.fifo import FifoSent
-from gateway.forwarding import Forwarder, Received
-from gateway.group_sync import GroupSync
-from gateway.messages import MessageService
-from gateway.ownership import GroupOwnership
-from gateway.pause_watch import PauseWatch
-from gateway.queues import QueueRegistry
-from gateway.waiters import QueueSignals
+from gateway.cluster.forwarding import Forwarder
+from gateway.cluster.ownership import GroupOwnership
+from gateway.cluster.pause_watch import PauseWatch
+from gateway.common.errors import OwnerGone, ServiceUnavailable
+from gateway.common.results import FifoSent, Received
+from gateway.observability.events import EventSink
+from gateway.sqs.group_sync import GroupSync
+from gateway.sqs.messages.service import MessageService
+from gateway.sqs.queues import QueueRegistry
+from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import ManualClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.memory import MemoryKeyValueStore

@@ -12,11 +12,11 @@ import asyncio
 
 import pytest
 
-from gateway import messages as messages_module
-from gateway.errors import ServiceUnavailable
-from gateway.queues import partition_keys
+from gateway.common.errors import ServiceUnavailable
+from gateway.sqs.messages import routing as messages_module
 from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
 from tests.test_moved_while_confirming import QUEUE, gateway_serving_the_queue
+from topology.catalog import partition_keys
 
 
 def a_handle_on_partition_0() -> str:

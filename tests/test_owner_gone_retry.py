@@ -17,11 +17,11 @@ from typing import TypeVar
 
 import pytest
 
-from gateway import messages as messages_module
-from gateway.errors import OwnerGone, ServiceUnavailable
-from gateway.messages import MessageService
-from gateway.ownership import GroupOwnership
-from gateway.queues import partition_keys
+from gateway.cluster.ownership import GroupOwnership
+from gateway.common.errors import OwnerGone, ServiceUnavailable
+from gateway.sqs.fifo import FifoService
+from gateway.sqs.messages import routing as messages_module
+from gateway.sqs.messages.service import MessageService
 from lease_store.errors import MessageNotInflight
 from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
 from lease_store.records import StoredMessage
@@ -34,7 +34,7 @@ from tests.test_moved_while_confirming import (
     gateway_serving_the_queue,
     take,
 )
-from topology.catalog import QueueRecord
+from topology.catalog import QueueRecord, partition_keys
 from topology.owners import Owner
 
 GONE = Owner("gateway-gone", "http://127.0.0.1:3")
@@ -244,7 +244,8 @@ async def test_a_fifo_send_refused_by_an_owner_gone_is_sent_by_the_next_owner() 
     )
 
     # When the send is refused there, and the next owner publishes itself
-    sending = await still_waiting(messages.fifo.send(FIFO, message))
+    fifo = FifoService(messages, messages._leases, messages._clock)
+    sending = await still_waiting(fifo.send(FIFO, message))
     await moves_to(directory, ownership, FIFO, 0, NEXT)
 
     # Then the next owner (deduplicating by the same id) sent it
@@ -264,7 +265,8 @@ async def test_a_fifo_receive_with_an_attempt_id_refused_by_a_home_gone_is_made_
 
     # When a receive with a ReceiveRequestAttemptId is refused there, and the next owner
     # publishes itself
-    receiving = await still_waiting(messages.fifo.receive(FIFO, "attempt-1", 10, 30, 0))
+    fifo = FifoService(messages, messages._leases, messages._clock)
+    receiving = await still_waiting(fifo.receive(FIFO, "attempt-1", 10, 30, 0))
     await moves_to(directory, ownership, FIFO, 0, NEXT)
 
     # Then the next home answered it (not ServiceUnavailable to the client)

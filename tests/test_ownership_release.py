@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-import gateway.ownership
+import gateway.cluster.ownership
 from lease_store.kv import KeyValueStore
 from lease_store.rebuild import RebuildStats
 from tests.test_moved_while_confirming import (
@@ -95,7 +95,7 @@ async def test_a_shutdown_during_a_restore_waits_for_the_rebuild_thread(
     directory = RememberingDirectory()
     await directory.publish(QUEUE.topic, 0, Owner("gateway-there", "http://127.0.0.1:2"))
     rebuild = BlockingRebuild()
-    monkeypatch.setattr(gateway.ownership, "rebuild_leases", rebuild)
+    monkeypatch.setattr(gateway.cluster.ownership, "rebuild_leases", rebuild)
     _, ownership = await gateway_serving_the_queue(directory, served=False)
     ownership.assigned([(QUEUE.topic, 0)])
     assert await asyncio.to_thread(rebuild.started.wait, 5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.pause_watch import PauseWatch
+from gateway.cluster.pause_watch import PauseWatch
 
 SETTLE_S = 0.2
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway.errors import InvalidParameterValue, MissingParameter, OverLimit
+from gateway.common.errors import InvalidParameterValue, MissingParameter, OverLimit
 from gateway.iam.authorize import Target, decide
 from gateway.iam.permissions import add_permission, remove_permission
 from gateway.iam.policy import Decision, Policy

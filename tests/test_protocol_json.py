@@ -1,4 +1,4 @@
-"""The JSON protocol's answer bodies (`gateway.protocol.write_json`): the same document as
+"""The JSON protocol's answer bodies (`gateway.http.protocol.write_json`): the same document as
 the json module writes, in UTF-8, including what only the json module can write."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.protocol import write_json
+from gateway.http.protocol import write_json
 
 RECEIVED: dict[str, Any] = {
     "Messages": [

@@ -1,6 +1,6 @@
-"""The Query protocol's text handling: form decoding (`gateway.query.parse_form`) reads the
+"""The Query protocol's text handling: form decoding (`gateway.http.query.parse_form`) reads the
 pairs `urllib.parse.parse_qsl(..., keep_blank_values=True)` reads, and XML escaping
-(`gateway.query.escape`) writes what the chain of five replacements wrote, whatever the text."""
+(`gateway.http.query.escape`) writes what the chain of five replacements wrote, whatever the text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import pytest
 
-from gateway import query
+from gateway.http import query
 
 QUEUE_URL = "http://127.0.0.1:9324/000000000000/orders"
 PIECES = [

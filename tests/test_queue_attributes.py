@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameterValue
-from gateway.queue_attributes import (
+from gateway.common.errors import InvalidAttributeName, InvalidAttributeValue, InvalidParameterValue
+from gateway.sqs.queue_attributes import (
     ALL_NAMES,
     normalize_redrive_policy,
     requested_names,

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from gateway.messages import MessageService
-from gateway.ownership import GroupOwnership
-from gateway.queues import queue_arn
+from gateway.cluster.ownership import GroupOwnership
+from gateway.sqs.messages.service import MessageService
+from gateway.sqs.queues import queue_arn
 from lease_store.clock import ManualClock
 from lease_store.records import StoredMessage
 from lease_store.store import Delivery, PartitionKey

@@ -7,8 +7,8 @@ from typing import Any, cast
 
 import pytest
 
-from gateway.errors import InvalidParameterValue, QueueDoesNotExist
-from gateway.queues import QueueRegistry, redrive_allows
+from gateway.common.errors import InvalidParameterValue, QueueDoesNotExist
+from gateway.sqs.queues import QueueRegistry, redrive_allows
 from topology.catalog import QueueRecord
 from topology.names import catalog_key, parse_queue_topic, queue_topic
 

@@ -14,8 +14,8 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from bench.micro.standins import InstantProducer, Log
-from gateway.messages import MessageService
-from gateway.waiters import QueueSignals
+from gateway.sqs.messages.service import MessageService
+from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import ManualClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.memory import MemoryKeyValueStore

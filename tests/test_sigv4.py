@@ -13,7 +13,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from multidict import CIMultiDict
 
-from gateway.errors import (
+from gateway.common.errors import (
     IncompleteSignature,
     InvalidClientTokenId,
     RequestExpired,

@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import Callable
 
 from bench.micro.standins import Log
-from gateway.ownership import GroupOwnership
+from gateway.cluster.ownership import GroupOwnership
 from lease_store.clock import ManualClock
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.store import LeaseStore

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import _private_url, _worker_count, main
-from gateway.config import Settings
+from gateway.cli.main import _private_url, _worker_count, main
+from gateway.cluster.workers import cpu_count
+from gateway.common.config import Settings
 from gateway.iam.config import ConfigError
-from gateway.workers import cpu_count
 
 
 def test_workers_takes_a_count_or_auto() -> None:

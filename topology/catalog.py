@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import logging
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from functools import cached_property
-from typing import Any
+from functools import cached_property, lru_cache
+from typing import Any, Protocol
 
+from lease_store.store import PartitionKey
 from topology.admin import TopicAdmin
 from topology.names import CATALOG_TOPIC, catalog_key, queue_topic
 from topology.producer import AsyncProducer
@@ -168,3 +170,33 @@ class Catalog:
             on_records(records)
 
         return TopicTail(self._bootstrap, CATALOG_TOPIC, start_offset, decoded)
+
+
+def partition_keys(record: QueueRecord) -> tuple[PartitionKey, ...]:
+    """The lease-store keys of the queue's topic partitions, one per partition."""
+    return _partition_keys(record.incarnation, record.partitions)
+
+
+@lru_cache(maxsize=65_536)
+def _partition_keys(incarnation_hex: str, partitions: int) -> tuple[PartitionKey, ...]:
+    # Asked for several times per request: built once per queue incarnation.
+    incarnation = bytes.fromhex(incarnation_hex)
+    return tuple(PartitionKey(incarnation, p) for p in range(partitions))
+
+
+def group_partition(group_id: str, partitions: int) -> int:
+    """The partition of a FIFO queue's topic that a message group lives on.
+
+    Chosen here, not by the producer's partitioner, so that it never depends on client
+    configuration: CRC-32 of the group id (what librdkafka's default partitioner hashes too).
+    """
+    return zlib.crc32(group_id.encode()) % partitions
+
+
+class QueueLookup(Protocol):
+    """What the cluster and observability layers read of the queue registry
+    (`gateway/sqs/queues.py`), without depending on the service layer."""
+
+    def all_active(self) -> list[QueueRecord]: ...
+
+    def by_topic(self, topic: str) -> QueueRecord | None: ...

@@ -13,7 +13,7 @@ key the latest write wins.
 
 The changelog follows the lease store; it is not the durable record of a lease change. A
 DeleteMessage or ChangeMessageVisibility is answered once the lease store's WAL is synced
-(`gateway/group_sync.py`), and its fact record goes out through a `FollowerProducer` without
+(`gateway/sqs/group_sync.py`), and its fact record goes out through a `FollowerProducer` without
 anyone waiting: no delivery report per record, failures counted and logged. The records are
 noted as the lease store commits and handed to librdkafka, the latest value per key, by the
 follower's own thread every `FollowerProducer.HAND_OVER_S` (50 ms; with several gateways

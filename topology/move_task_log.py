@@ -1,6 +1,6 @@
 """`__kqs_move_tasks`: the message move tasks, kept so that a task outlives its gateway.
 
-The gateway running a source queue's tasks (its home, `gateway/move_tasks.py`) writes a
+The gateway running a source queue's tasks (its home, `gateway/sqs/move_tasks.py`) writes a
 task's record when the task starts, at most once a second while it moves, when a cancel is
 asked for and when it ends. One compacted record per task, key its task id, value JSON
 `{"source_topic": <the source queue's topic>, "task": <MoveTaskSummary's fields>}`; a
@@ -35,7 +35,7 @@ CATCH_UP_TIMEOUT_S = 10.0
 class LoggedTask:
     task_id: str
     source_topic: str
-    fields: dict[str, object]  # MoveTaskSummary.encode(): decoded by gateway/move_tasks.py
+    fields: dict[str, object]  # MoveTaskSummary.encode(): decoded by gateway/sqs/move_tasks.py
 
     def encode(self) -> bytes:
         return json.dumps({"source_topic": self.source_topic, "task": self.fields}).encode()

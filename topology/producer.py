@@ -312,7 +312,7 @@ class AsyncProducer:
         self, listener: Callable[[list[asyncio.Future[Delivered]]], None]
     ) -> None:
         """Call `listener` with the futures of each batch of delivery reports, after the batch
-        listeners: it may resume now what waits for them (`gateway/eager_start.py`), rather
+        listeners: it may resume now what waits for them (`gateway/common/eager_start.py`), rather
         than on the loop's next iteration."""
         self._settled_listeners.append(listener)
 
@@ -676,7 +676,7 @@ class FollowerProducer:
         those librdkafka still queues (counted in `dropped` as their reports come; a
         waiter's future fails).
 
-        For a gateway that lost partitions to another (`gateway/ownership.py`): its records
+        For a gateway that lost partitions to another (`gateway/cluster/ownership.py`): its records
         waiting for a broker that is down would otherwise reach the changelog whenever the
         broker is back, perhaps after the partition's next owner restored from it, and be
         read by the partition's restore after that, over what the next owner did (a lease

@@ -1,6 +1,6 @@
 """When a gateway counts as having stood still, and how long it then waits for the group.
 
-Shared by the event loop's watch (`gateway/pause_watch.py`) and the lease changelog's
+Shared by the event loop's watch (`gateway/cluster/pause_watch.py`) and the lease changelog's
 follower producer (`FollowerProducer._holding`), which judge the same stop from their own
 threads.
 """

@@ -46,7 +46,7 @@ import aiohttp
 
 from bench.micro import run, wire
 from bench.micro.standins import STORES
-from gateway import collector
+from gateway.cli import collector
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 REPO = Path(__file__).resolve().parents[2]

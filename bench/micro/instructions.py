@@ -192,11 +192,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _collector_as_served() -> None:
-    """The collector settings `kqs serve` runs with (gateway/collector.py), in a tree that
+    """The collector settings `kqs serve` runs with (gateway/cli/collector.py), in a tree that
     has them (an older tree compared against may not): a young collection every 50,000
     allocations instead of 700 changes what a request costs."""
     try:
-        from gateway import collector
+        from gateway.cli import collector
     except ImportError:
         return
     collector.tune_for_serving()

@@ -33,10 +33,10 @@ from aiohttp import web
 from bench.micro import wire
 from bench.micro.driver import Connection
 from bench.micro.standins import STORES, InProcessKafka
+from gateway.actions.runtime import Runtime
 from gateway.app import RUNTIME, build_app
-from gateway.config import Settings
+from gateway.common.config import Settings
 from gateway.iam.config import load_directory
-from gateway.runtime import Runtime
 
 BODY = "x" * 1024  # 1 KB, as in the side-by-side benchmark
 VISIBILITY_S = 60

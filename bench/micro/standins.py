@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gateway.app import KafkaClients
-from gateway.config import Settings
+from gateway.common.config import Settings
 from lease_store.clock import Clock
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.rocks import RocksKeyValueStore

@@ -205,7 +205,7 @@ def start_kqs(
     else:
         # Same virtualenv (or `python`'s), the other tree's modules first on the path.
         env["PYTHONPATH"] = str(src)
-        cmd = [str(python or sys.executable), "-m", "gateway.cli", *args]
+        cmd = [str(python or sys.executable), "-m", "gateway.cli.main", *args]
         version = f"kqs from {src} ({(src / 'SOURCE').read_text().strip() if (src / 'SOURCE').is_file() else 'snapshot'})"
     proc = _popen(cmd, log, env, cores, src or work)
     server = Server(
@@ -415,7 +415,7 @@ def start_fauxqs(work: Path, cores: Sequence[int] | None, durable: bool) -> Serv
 
 BASE_SRC: Path | None = None  # set from --base-src: the tree "kqs-base" runs
 BASE_PYTHON: Path | None = None  # set from --base-python: the interpreter it runs on
-# `kqs serve --workers N` of this tree (gateway/workers.py), for throughput per process count.
+# `kqs serve --workers N` of this tree (gateway/cluster/workers.py), for throughput per process count.
 WORKER_POOLS = {"kqs-w2": "2", "kqs-w4": "4"}
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.errors import QueueDoesNotExist
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
+from gateway.common.errors import QueueDoesNotExist
 from gateway.iam.permissions import add_permission
-from gateway.params import Params
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.action import Action, Result
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
 from gateway.actions.start_message_move_task import NOT_FOUND
-from gateway.context import RequestContext
-from gateway.errors import InvalidParameterValue, ResourceNotFound
-from gateway.move_tasks import decode_handle
-from gateway.params import Params
+from gateway.common.errors import InvalidParameterValue, ResourceNotFound
+from gateway.sqs.move_tasks import decode_handle
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gateway import limits
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.errors import InvalidParameterValue, MissingParameter
-from gateway.params import Params
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
+from gateway.common import limits
+from gateway.common.errors import InvalidParameterValue, MissingParameter
 from lease_store.errors import MessageNotAvailable
 from lease_store.value_class import value_class
 

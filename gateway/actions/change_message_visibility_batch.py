@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.action import Action, Result
 from gateway.actions import change_message_visibility
+from gateway.actions.action import Action, Result
+from gateway.actions.batch import BatchRequest, decode_batch, run_batch_together
 from gateway.actions.change_message_visibility import ChangeMessageVisibilityRequest
-from gateway.batch import BatchRequest, decode_batch, run_batch_together
-from gateway.context import RequestContext
-from gateway.params import Params
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
 from lease_store.errors import MessageNotAvailable
 
 

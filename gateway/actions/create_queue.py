@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.params import Params
-from gateway.queue_attributes import FIFO_DEFAULTS, validate_fifo_settings, validate_settable
-from gateway.tags import validate_tags
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
+from gateway.sqs.queue_attributes import FIFO_DEFAULTS, validate_fifo_settings, validate_settable
+from gateway.sqs.tags import validate_tags
 
 # How long CreateQueue waits for the ingest group to give the new partitions an owner.
 NEW_QUEUE_OWNED_WITHIN_S = 10.0

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.params import Params
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
 from lease_store.value_class import value_class
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.action import Action, Result
 from gateway.actions import delete_message
+from gateway.actions.action import Action, Result
+from gateway.actions.batch import BatchRequest, decode_batch, run_batch_together
+from gateway.actions.context import RequestContext
 from gateway.actions.delete_message import DeleteMessageRequest
-from gateway.batch import BatchRequest, decode_batch, run_batch_together
-from gateway.context import RequestContext
-from gateway.params import Params
+from gateway.actions.params import Params
 
 
 def decode(p: Params) -> BatchRequest[DeleteMessageRequest]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.params import Params
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.params import Params
-from gateway.queue_attributes import requested_names
-from gateway.queues import effective_attributes, is_fifo
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
+from gateway.sqs.queue_attributes import requested_names
+from gateway.sqs.queues import effective_attributes, is_fifo
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.errors import QueueDoesNotExist
-from gateway.params import Params
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
+from gateway.common.errors import QueueDoesNotExist
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway import limits
-from gateway.action import Action, Result
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
 from gateway.actions.start_message_move_task import queue_by_arn
-from gateway.context import RequestContext
-from gateway.move_tasks import MoveTaskStatus, MoveTaskSummary
-from gateway.params import Params
+from gateway.common import limits
+from gateway.sqs.move_tasks import MoveTaskStatus, MoveTaskSummary
 
 
 @dataclass(frozen=True)

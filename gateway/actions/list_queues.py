@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway import limits
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.pagination import paginate
-from gateway.params import Params
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.pagination import paginate
+from gateway.actions.params import Params
+from gateway.common import limits
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from gateway import limits
-from gateway.action import Action, Result
-from gateway.checksums import md5_of_attributes
-from gateway.context import RequestContext
-from gateway.fifo import check_attempt_id
-from gateway.forwarding import Received
-from gateway.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_message_attributes
-from gateway.params import Params
-from gateway.queues import attribute_int, is_fifo
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
+from gateway.common import limits
+from gateway.common.checksums import md5_of_attributes
+from gateway.common.results import Received
+from gateway.sqs.fifo import check_attempt_id
+from gateway.sqs.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_message_attributes
+from gateway.sqs.queues import attribute_int, is_fifo
 from lease_store.fifo import sequence_number
 from lease_store.value_class import value_class
 
@@ -97,7 +97,7 @@ async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
     check_attempt_id(attempt_id)
     messages = ctx.runtime.messages
     if attempt_id is not None:
-        received = await messages.fifo.receive(
+        received = await ctx.runtime.fifo.receive(
             record, attempt_id, req.max_number_of_messages, visibility_s, wait_s
         )
     else:

@@ -5,16 +5,16 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-from gateway import limits
-from gateway.action import Action, Result
-from gateway.checksums import md5_of_attributes
-from gateway.context import RequestContext
-from gateway.errors import InvalidParameterValue
-from gateway.fifo import check_fifo_send, check_standard_send
-from gateway.ids import new_uuid
-from gateway.message_attributes import message_size, parse_attributes, validate_body
-from gateway.params import Params
-from gateway.queues import attribute_int, is_fifo
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
+from gateway.common import limits
+from gateway.common.checksums import md5_of_attributes
+from gateway.common.errors import InvalidParameterValue
+from gateway.common.ids import new_uuid
+from gateway.sqs.fifo import check_fifo_send, check_standard_send
+from gateway.sqs.message_attributes import message_size, parse_attributes, validate_body
+from gateway.sqs.queues import attribute_int, is_fifo
 from lease_store.records import AttributeValue, StoredMessage
 from lease_store.value_class import value_class
 from topology.catalog import QueueRecord
@@ -160,7 +160,7 @@ async def handle(req: SendMessageRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
     message = build_message(req, record, ctx)
     if message.deduplication_scope is not None:
-        sent = await ctx.runtime.messages.fifo.send(record, message)
+        sent = await ctx.runtime.fifo.send(record, message)
         if not sent.duplicate:
             ctx.runtime.events.sent(record, [(message, req.size)])
         result = sent_result(replace(message, message_id=sent.message_id), req)

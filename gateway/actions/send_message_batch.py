@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway import limits
-from gateway.action import Action, Result
 from gateway.actions import send_message
+from gateway.actions.action import Action, Result
+from gateway.actions.batch import BatchRequest, decode_batch, run_batch, run_batch_together
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
 from gateway.actions.send_message import SendMessageRequest
-from gateway.batch import BatchRequest, decode_batch, run_batch, run_batch_together
-from gateway.context import RequestContext
-from gateway.errors import BatchRequestTooLong
-from gateway.params import Params
-from gateway.queues import is_fifo
+from gateway.common import limits
+from gateway.common.errors import BatchRequestTooLong
+from gateway.sqs.queues import is_fifo
 from lease_store.records import StoredMessage
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.errors import MissingParameter, QueueDoesNotExist
-from gateway.params import Params
-from gateway.queue_attributes import validate_fifo_settings, validate_settable
-from gateway.queues import effective_attributes, is_fifo
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
+from gateway.common.errors import MissingParameter, QueueDoesNotExist
+from gateway.sqs.queue_attributes import validate_fifo_settings, validate_settable
+from gateway.sqs.queues import effective_attributes, is_fifo
 from topology.catalog import QueueRecord
 
 

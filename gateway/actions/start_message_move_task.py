@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway import limits
-from gateway.action import Action, Result
-from gateway.context import RequestContext
-from gateway.errors import InvalidParameterValue, ResourceNotFound
-from gateway.params import Params
-from gateway.queues import parse_arn, redrive_target
+from gateway.actions.action import Action, Result
+from gateway.actions.context import RequestContext
+from gateway.actions.params import Params
+from gateway.common import limits
+from gateway.common.errors import InvalidParameterValue, ResourceNotFound
+from gateway.sqs.queues import parse_arn, redrive_target
 from topology.catalog import QueueRecord
 
 ARN_FORMAT = (

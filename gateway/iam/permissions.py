@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from gateway.errors import InvalidParameterValue, MissingParameter, OverLimit
+from gateway.common.errors import InvalidParameterValue, MissingParameter, OverLimit
 from gateway.iam.policy import Policy, PolicyError
 
 MAX_ACTIONS = 7

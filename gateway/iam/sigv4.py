@@ -31,7 +31,7 @@ from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from urllib.parse import quote, unquote
 
-from gateway.errors import (
+from gateway.common.errors import (
     IncompleteSignature,
     InvalidClientTokenId,
     RequestExpired,

@@ -1,0 +1,349 @@
+"""The `kqs` command: `kqs serve`, `kqs kafka fetch|start|stop|status`, `kqs analytics`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+from aiohttp import web_app as aiohttp_web_app
+
+from gateway.app import build_app, drain, lean_front, receipt_secret
+from gateway.cli import collector
+from gateway.cli.analytics import add_analytics_subcommand
+from gateway.cli.dashboard import add_dashboard_subcommand
+from gateway.cli.inspect import add_inspect_subcommand
+from gateway.cluster.hand_over import retire_worker_copies
+from gateway.cluster.workers import cpu_count, die_with_supervisor, run_workers, worker_index
+from gateway.common.config import Settings
+from gateway.http.lean_http import LeanFront
+from gateway.iam.config import ConfigError, Directory, load_directory
+from gateway.observability import logs
+from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker, log_dir
+from topology.broker_cli import add_kafka_subcommands
+
+log = logging.getLogger("kqs.serve")
+
+# How long a shutdown waits for the requests being handled (sends waiting for Kafka's
+# acknowledgement: at most the producer's 15 s delivery timeout).
+DRAIN_TIMEOUT_S = 30.0
+
+
+def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    defaults = Settings()
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the SQS gateway (with an embedded Kafka broker unless KQS_KAFKA_BOOTSTRAP is set)",
+    )
+    serve.add_argument("--host", default=defaults.host, help="address to listen on")
+    serve.add_argument("--port", type=int, default=defaults.port, help="HTTP port (default 9324)")
+    serve.add_argument(
+        "--data-dir",
+        type=Path,
+        default=defaults.data_dir,
+        help="lease store and embedded broker data",
+    )
+    serve.add_argument(
+        "--kafka-bootstrap", default=defaults.kafka_bootstrap, help="use this Kafka cluster"
+    )
+    serve.add_argument(
+        "--iam-config",
+        default=defaults.iam_config,
+        help="TOML file of accounts, users, groups and policies (KQS_IAM_CONFIG)",
+    )
+    serve.add_argument(
+        "--workers",
+        default=os.environ.get("KQS_WORKERS", "1"),
+        help="gateway processes sharing the port and the queue partitions, or 'auto' for one "
+        "per core (KQS_WORKERS; default 1: see README, 'Cluster profile')",
+    )
+    # Set by `--workers` on the processes it starts (gateway/cluster/workers.py).
+    serve.add_argument("--pool-worker", action="store_true", help=argparse.SUPPRESS)
+    logs.add_log_format_argument(serve, defaults.log_format)
+    serve.add_argument(
+        "--accept-any-access-key",
+        action="store_true",
+        default=defaults.accept_any_access_key,
+        help="let unknown access keys act as the default account, unverified (local use only)",
+    )
+
+
+def _announce_credentials(settings: Settings, directory: Directory) -> None:
+    if directory.embedded_default:
+        log.info(
+            "no IAM config (--iam-config / KQS_IAM_CONFIG): embedded default credentials",
+            extra={
+                "account": directory.default_account_id,
+                "user": "access key test, secret test (sqs:* on the account's queues)",
+                "admin": "access key admin, secret admin (also lists, deletes, purges all)",
+                "usage": "AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
+                "AWS_DEFAULT_REGION=us-east-1 aws --endpoint-url "
+                f"http://{settings.host}:{settings.port} sqs list-queues",
+            },
+        )
+    else:
+        log.info(
+            "IAM config loaded",
+            extra={"path": settings.iam_config, "accounts": directory.account_ids()},
+        )
+    if directory.accept_any_access_key:
+        log.warning(
+            "ACCEPTING ANY ACCESS KEY: unknown access keys act as the default account with "
+            "full rights and their signatures are NOT verified; never expose this gateway",
+            extra={"account": directory.default_account_id},
+        )
+
+
+async def _run_gateway(settings: Settings, directory: Directory, pool_worker: bool) -> None:
+    private: socket.socket | None = None
+    if pool_worker:
+        # The port is shared by every worker; the others reach this one on a port of its own.
+        private = _private_socket(settings.host)
+        settings = replace(settings, advertised_url=_private_url(settings, private))
+    app = build_app(settings, directory=directory)
+    # `drain` waits for the requests being handled; the runner's own wait only covers those
+    # that started in the instant between the two.
+    runner = web.AppRunner(app, shutdown_timeout=5)
+    await runner.setup()
+    listening = await _listen(app, runner, settings, private, reuse_port=pool_worker)
+    log.info(
+        "listening",
+        extra={
+            "endpoint": f"http://{settings.host}:{settings.port}",
+            "account": settings.account_id,
+            **({"internal": settings.advertised_url} if pool_worker else {}),
+        },
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    began = time.monotonic()
+    log.info("shutting down: draining requests")
+    await listening.stop_accepting()  # the listening sockets close first: no new connections
+    unfinished = await drain(app, DRAIN_TIMEOUT_S)
+    if unfinished:
+        log.warning(
+            "requests still running after the drain timeout", extra={"requests": unfinished}
+        )
+    listening.close_connections()
+    await runner.cleanup()
+    log.info("shut down", extra={"seconds": round(time.monotonic() - began, 3)})
+
+
+HTTP_FRONTS = ("lean", "aiohttp")  # KQS_HTTP_FRONT: gateway/http/lean_http.py, or aiohttp's server
+
+
+class _Listening:
+    """The sockets the gateway accepts connections on, through either HTTP front."""
+
+    def __init__(
+        self, sites: list[web.BaseSite], servers: list[asyncio.Server], front: LeanFront | None
+    ) -> None:
+        self._sites, self._servers, self._front = sites, servers, front
+
+    async def stop_accepting(self) -> None:
+        for site in self._sites:
+            await site.stop()
+        for server in self._servers:
+            server.close()
+
+    def close_connections(self) -> None:
+        """After the drain (the aiohttp front's connections close with its runner)."""
+        if self._front is not None:
+            self._front.close_idle()
+
+
+async def _listen(
+    app: web.Application,
+    runner: web.AppRunner,
+    settings: Settings,
+    private: socket.socket | None,
+    reuse_port: bool,
+) -> _Listening:
+    if settings.http_front == "lean":
+        front = lean_front(app)
+        loop = asyncio.get_running_loop()
+        servers = [
+            await loop.create_server(
+                front.protocol, settings.host, settings.port, reuse_port=reuse_port or None
+            )
+        ]
+        if private is not None:
+            servers.append(await loop.create_server(front.protocol, sock=private))
+        log.info("HTTP front", extra={"front": "lean"})
+        return _Listening([], servers, front)
+    sites: list[web.BaseSite] = [
+        web.TCPSite(runner, settings.host, settings.port, reuse_port=reuse_port)
+    ]
+    if private is not None:
+        sites.append(web.SockSite(runner, private))
+    for site in sites:
+        await site.start()
+    return _Listening(sites, [], None)
+
+
+def _private_socket(host: str) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    return sock
+
+
+def _private_url(settings: Settings, private: socket.socket) -> str:
+    """Where the other gateways reach this worker: the advertised host (KQS_ADVERTISED_URL)
+    or the listening one, on the worker's own port."""
+    port = private.getsockname()[1]
+    if settings.advertised_url:
+        parts = urlsplit(settings.advertised_url)
+        return f"{parts.scheme}://{parts.hostname}:{port}"
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{port}"
+
+
+def _worker_count(value: str) -> int:
+    if value == "auto":
+        return cpu_count()
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ConfigError(f"--workers {value!r}: give a number of processes (1 or more) or 'auto'")
+    return count
+
+
+def _worker_args(args: argparse.Namespace) -> list[str]:
+    """The options of this `kqs serve` that every worker takes as they are."""
+    passed = ["--log-format", args.log_format]
+    if args.iam_config:
+        passed += ["--iam-config", args.iam_config]
+    if args.accept_any_access_key:
+        passed.append("--accept-any-access-key")
+    return passed
+
+
+def serve(args: argparse.Namespace) -> int:
+    settings = replace(
+        Settings(),
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        kafka_bootstrap=args.kafka_bootstrap,
+        iam_config=args.iam_config,
+        accept_any_access_key=args.accept_any_access_key,
+        log_format=args.log_format,
+    )
+    if args.pool_worker:
+        logs.configure(settings.log_format, context={"worker": worker_index()})
+        die_with_supervisor()
+    else:
+        logs.configure(settings.log_format)
+    if settings.http_front not in HTTP_FRONTS:
+        sys.stderr.write(
+            f"kqs: KQS_HTTP_FRONT is {settings.http_front!r}; use one of {', '.join(HTTP_FRONTS)}\n"
+        )
+        return 2
+    try:
+        workers = 1 if args.pool_worker else _worker_count(str(args.workers))
+        directory = load_directory(
+            settings.iam_config, settings.account_id, settings.accept_any_access_key
+        )
+    except ConfigError as error:
+        sys.stderr.write(f"kqs: {error}\n")
+        return 2
+    if not args.pool_worker:
+        _announce_credentials(settings, directory)
+    if workers == 1 and settings.partition_ownership == "all":
+        retire_worker_copies(settings)
+    with contextlib.ExitStack() as stack:
+        if not settings.kafka_bootstrap:
+            log.info("starting embedded Kafka broker", extra={"data_dir": str(settings.kafka_dir)})
+            broker_info = stack.enter_context(
+                EmbeddedBroker(
+                    settings.kafka_dir,
+                    port=settings.kafka_port,
+                    controller_port=settings.kafka_controller_port,
+                    heap=settings.broker_heap or DEFAULT_HEAP,
+                )
+            )
+            settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
+            if settings.topic_fsync and settings.segment_sync_dir is None:
+                # Same machine, same file system: the gateway syncs the queue topics' segments
+                # itself, cheaper than the broker's flush (topology/segment_sync.py).
+                settings = replace(settings, segment_sync_dir=log_dir(settings.kafka_dir))
+        if workers > 1:
+            return run_workers(settings, workers, receipt_secret(settings), _worker_args(args))
+        collector.tune_for_serving()
+        _run(_run_gateway(settings, directory, args.pool_worker))
+        _free_gateway()
+    return 0
+
+
+def _free_gateway() -> None:
+    """Free the stopped gateway's objects, and with them its Kafka clients.
+
+    librdkafka clients (the admin clients above all, which have no close()) disconnect only
+    when their objects are freed. aiohttp caches each handler's middleware chain with its
+    app in a module-level LRU cache, which keeps the whole gateway alive after it stopped;
+    left there, its clients log "Connection refused" while the embedded broker shuts down.
+    """
+    cached = getattr(aiohttp_web_app, "_cached_build_middleware", None)
+    cache_clear = getattr(cached, "cache_clear", None)
+    if callable(cache_clear):
+        cache_clear()
+    gc.collect()
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """Run the gateway on uvloop when it is installed (measured faster: bench/results/
+    PROFILE.md), else on asyncio's own loop; `KQS_EVENT_LOOP=asyncio` forces the latter."""
+    if os.environ.get("KQS_EVENT_LOOP", "uvloop") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            log.info("event loop", extra={"loop": "uvloop"})
+            uvloop.run(main)
+            return
+    asyncio.run(main)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="kqs", description="SQS-compatible queues on Apache Kafka"
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(subparsers)
+    add_kafka_subcommands(subparsers)
+    add_inspect_subcommand(subparsers)
+    add_analytics_subcommand(subparsers)
+    add_dashboard_subcommand(subparsers)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "serve":
+            return serve(args)
+        return int(args.func(args))
+    except BrokerError as error:
+        sys.stderr.write(f"kqs: {error}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Gateway settings: flags override environment variables, which override defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topology.admin import USE_CLUSTER_DEFAULT
+from topology.ingest import DEFAULT_FETCH_WAIT_MS
+from topology.producer import DEFAULT_BULK_LINGER_MS, DEFAULT_FILL_LINGER_MS, DEFAULT_LINGER_MS
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 9324
+    data_dir: Path = field(default_factory=lambda: Path(os.environ.get("KQS_DATA_DIR", "data")))
+    # Empty: start the embedded single-node broker. Set: use that cluster, start nothing.
+    kafka_bootstrap: str = field(default_factory=lambda: os.environ.get("KQS_KAFKA_BOOTSTRAP", ""))
+    kafka_port: int = field(default_factory=lambda: _env_int("KQS_KAFKA_PORT", 9092))
+    kafka_controller_port: int = field(
+        default_factory=lambda: _env_int("KQS_KAFKA_CONTROLLER_PORT", 9093)
+    )
+    # JVM -Xmx of the embedded broker: its heap grows with the number of partitions.
+    broker_heap: str = field(default_factory=lambda: os.environ.get("KQS_BROKER_HEAP", ""))
+    # Replicas of each topic KQS creates; -1: the cluster's `default.replication.factor`
+    # (1 on the embedded broker, 3 on the test cluster and in compose/).
+    replication_factor: int = field(
+        default_factory=lambda: _env_int("KQS_REPLICATION_FACTOR", USE_CLUSTER_DEFAULT)
+    )
+    partitions: int = field(default_factory=lambda: _env_int("KQS_PARTITIONS", 1))
+    # How long a standard queue's message is held in memory before its lease-store keys are
+    # written (`lease_store/young.py`); 0 writes them at ingest.
+    lease_young_ms: int = field(default_factory=lambda: _env_int("KQS_LEASE_YOUNG_MS", 1000))
+    # fsync each append to the topics holding a durable record (queue topics, the catalog)
+    # before it is acknowledged. On a replicated cluster, replicas may be protection enough.
+    topic_fsync: bool = field(
+        default_factory=lambda: os.environ.get("KQS_TOPIC_FSYNC", "1") not in ("0", "false")
+    )
+    # The embedded broker's log directory, when this gateway syncs the queue topics' segments
+    # there itself instead of the broker (topology/segment_sync.py): set by `kqs serve` when
+    # it starts the broker (and handed to its workers); None: the broker syncs them.
+    segment_sync_dir: Path | None = field(
+        default_factory=lambda: Path(d) if (d := os.environ.get("KQS_SEGMENT_SYNC_DIR")) else None
+    )
+    account_id: str = field(
+        default_factory=lambda: os.environ.get("KQS_ACCOUNT_ID", "000000000000")
+    )
+    region: str = field(default_factory=lambda: os.environ.get("KQS_REGION", "us-east-1"))
+    # Behind a proxy, the URL clients must use; by default the host each request came to.
+    base_url: str = field(default_factory=lambda: os.environ.get("KQS_BASE_URL", ""))
+    receipt_secret: str = field(default_factory=lambda: os.environ.get("KQS_RECEIPT_SECRET", ""))
+    # Who owns the queue partitions: "all" (this gateway, every one: a single gateway) or
+    # "group" (several gateways share them through the ingest group; see gateway/cluster/ownership.py).
+    partition_ownership: str = field(
+        default_factory=lambda: os.environ.get("KQS_PARTITION_OWNERSHIP", "all")
+    )
+    # Group mode: the URL other gateways reach this one at (default http://<host>:<port>).
+    advertised_url: str = field(default_factory=lambda: os.environ.get("KQS_ADVERTISED_URL", ""))
+    # How late a record another producer wrote may become receivable (topology/ingest.py).
+    ingest_fetch_wait_ms: int = field(
+        default_factory=lambda: _env_int("KQS_INGEST_FETCH_WAIT_MS", DEFAULT_FETCH_WAIT_MS)
+    )
+    # librdkafka producers the queue topics are spread over (topology/producer.py AsyncProducer).
+    producer_shards: int = field(default_factory=lambda: _env_int("KQS_PRODUCER_SHARDS", 16))
+    # How long the queue-topic producer waits to fill a produce request (librdkafka linger.ms).
+    produce_linger_ms: int = field(
+        default_factory=lambda: _env_int("KQS_PRODUCE_LINGER_MS", DEFAULT_LINGER_MS)
+    )
+    # The linger of the producer standard-queue sends join while the gateway is busy (0: no
+    # bulk producer; topology/producer.py DEFAULT_BULK_LINGER_MS says why).
+    produce_bulk_linger_ms: int = field(
+        default_factory=lambda: _env_int("KQS_PRODUCE_BULK_LINGER_MS", DEFAULT_BULK_LINGER_MS)
+    )
+    # The linger of the producer a busy gateway's sends to a queue nobody receives from join
+    # (0: the bulk producer's; topology/producer.py DEFAULT_FILL_LINGER_MS says why).
+    produce_fill_linger_ms: int = field(
+        default_factory=lambda: _env_int("KQS_PRODUCE_FILL_LINGER_MS", DEFAULT_FILL_LINGER_MS)
+    )
+    # What accepts HTTP connections: "lean" (gateway/http/lean_http.py: httptools feeding the
+    # application's handlers, ~80 µs less CPU per request) or "aiohttp" (aiohttp's own server).
+    http_front: str = field(default_factory=lambda: os.environ.get("KQS_HTTP_FRONT", "lean"))
+    # Consumers the queue topics are read by, one gateway (topology/ingest.py IngestShards).
+    # 1 until more is shown to pay: with 8, 10,000 queues × 20 messages sent no faster and
+    # cost 1 GB more RSS and half the queue-creation rate (bench/results/PROFILE.md, session 8).
+    ingest_shards: int = field(default_factory=lambda: _env_int("KQS_INGEST_SHARDS", 1))
+    offset_commit_interval_s: float = field(
+        default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))
+    )
+    # TOML file of accounts, users, groups and policies; empty: the embedded default.
+    iam_config: str = field(default_factory=lambda: os.environ.get("KQS_IAM_CONFIG", ""))
+    # Local-server habit: any unknown access key acts as the default account, unverified.
+    accept_any_access_key: bool = field(
+        default_factory=lambda: os.environ.get("KQS_ACCEPT_ANY_ACCESS_KEY", "") in ("1", "true")
+    )
+    log_format: str = field(default_factory=lambda: os.environ.get("KQS_LOG_FORMAT", "auto"))
+    # Analytics events (`__kqs_events`): queue gauges every this many seconds, the cluster
+    # they go to (empty: the gateway's), and how many may wait for Kafka before drops begin.
+    gauge_interval_s: float = field(
+        default_factory=lambda: float(os.environ.get("KQS_GAUGE_INTERVAL_S", "10"))
+    )
+    events_bootstrap: str = field(
+        default_factory=lambda: os.environ.get("KQS_EVENTS_BOOTSTRAP", "")
+    )
+    events_buffer_messages: int = field(
+        default_factory=lambda: _env_int("KQS_EVENTS_BUFFER_MESSAGES", 100_000)
+    )
+
+    @property
+    def lease_dir(self) -> Path:
+        return self.data_dir / "leases"
+
+    @property
+    def kafka_dir(self) -> Path:
+        return self.data_dir / "kafka"

@@ -1,0 +1,340 @@
+"""FIFO queues at the gateway: the send rules, and deduplication before a send.
+
+A FIFO message needs a MessageGroupId and a MessageDeduplicationId (or the queue's
+ContentBasedDeduplication, the SHA-256 of the body); both are 1-128 printable ASCII
+characters; a per-message DelaySeconds is refused (the queue's delay applies). Texts are
+AWS's, as AWS users quote them and as moto and LocalStack answer.
+
+Deduplication has two guards. Before producing, the sender looks up the scope key in the lease
+store's window (`lease_store/fifo.py`) and answers a duplicate with the original's MessageId
+and SequenceNumber; concurrent sends of one key on this gateway wait for the first. The lease
+store's ingest then refuses any duplicate that reached the log anyway, and the sender, which
+answers only after ingest, reports the original then too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from gateway.common.errors import (
+    InvalidParameterValue,
+    MissingParameter,
+    OwnerGone,
+    ServiceUnavailable,
+)
+from gateway.common.results import FifoSent, Received
+from lease_store import fifo
+from lease_store.clock import Clock
+from lease_store.errors import LeaseError
+from lease_store.records import StoredMessage
+from lease_store.store import LeaseStore, PartitionKey
+from topology.catalog import QueueRecord, group_partition, partition_keys
+from topology.owners import Owner
+
+if TYPE_CHECKING:
+    from gateway.cluster.forwarding import Forwarder
+    from gateway.sqs.messages.service import MessageService
+
+# Deduplication entries are pruned this long after their window ended (see `prune`).
+PRUNE_MARGIN_MS = 10 * 60 * 1000
+# ReceiveRequestAttemptId: a retried receive within this long gets the same messages back.
+ATTEMPT_WINDOW_MS = fifo.DEDUPLICATION_WINDOW_MS
+
+_ID = re.compile(r"^[!-~]{1,128}$")  # alphanumeric and punctuation, 1 to 128
+
+
+def _invalid_id(name: str, value: str) -> InvalidParameterValue:
+    return InvalidParameterValue(
+        f"Value {value} for parameter {name} is invalid. Reason: {name} can only include "
+        "alphanumeric and punctuation characters. 1 to 128 in length."
+    )
+
+
+def _not_for_this_queue_type(name: str, value: object) -> InvalidParameterValue:
+    # AWS's text, its grammar included (as AWS users quote it).
+    return InvalidParameterValue(
+        f"Value {value} for parameter {name} is invalid. Reason: The request include "
+        "parameter that is not valid for this queue type."
+    )
+
+
+def check_attempt_id(attempt_id: str | None) -> None:
+    """ReceiveRequestAttemptId takes the characters and length of the other FIFO ids."""
+    if attempt_id is not None and not _ID.match(attempt_id):
+        raise _invalid_id("ReceiveRequestAttemptId", attempt_id)
+
+
+def check_standard_send(group_id: str | None, deduplication_id: str | None) -> None:
+    """A standard queue takes no MessageDeduplicationId; a MessageGroupId (fair queues) follows
+    the FIFO rules for it."""
+    if deduplication_id is not None:
+        raise _not_for_this_queue_type("MessageDeduplicationId", deduplication_id)
+    if group_id is not None and not _ID.match(group_id):
+        raise _invalid_id("MessageGroupId", group_id)
+
+
+def check_fifo_send(
+    record: QueueRecord,
+    body: bytes,
+    group_id: str | None,
+    deduplication_id: str | None,
+    delay_s: int | None,
+) -> tuple[str, str, str]:
+    """The rules of a send to a FIFO queue; returns (group, deduplication id, scope)."""
+    if delay_s:
+        raise _not_for_this_queue_type("DelaySeconds", delay_s)
+    if group_id is None:
+        raise MissingParameter.named("MessageGroupId")
+    if not _ID.match(group_id):
+        raise _invalid_id("MessageGroupId", group_id)
+    if deduplication_id is None:
+        if record.attributes.get("ContentBasedDeduplication") != "true":
+            raise InvalidParameterValue(
+                "The queue should either have ContentBasedDeduplication enabled or "
+                "MessageDeduplicationId provided explicitly"
+            )
+        deduplication_id = fifo.content_deduplication_id(body)
+    elif not _ID.match(deduplication_id):
+        raise _invalid_id("MessageDeduplicationId", deduplication_id)
+    scope = record.attributes.get("DeduplicationScope", fifo.SCOPE_QUEUE)
+    return group_id, deduplication_id, scope
+
+
+class FifoService:
+    """Sends to FIFO queues, deduplicated (see the module header), and the receive attempts
+    a retried ReceiveMessage answers from."""
+
+    def __init__(self, messages: MessageService, leases: LeaseStore, clock: Clock) -> None:
+        self._messages = messages
+        self._leases = leases
+        self._clock = clock
+        # (queue topic, scope key) -> the outcome of the send in progress (None: it failed)
+        self._pending: dict[tuple[str, bytes], asyncio.Future[FifoSent | None]] = {}
+        # (queue topic, ReceiveRequestAttemptId) -> (when, what it received), oldest first,
+        # on the queue's attempt home (see `receive`). In memory: a retry that follows a
+        # restart of the home, or a move of partition 0 to another gateway, receives anew.
+        self._attempts: OrderedDict[tuple[str, str], tuple[int, list[Received]]] = OrderedDict()
+
+    async def send(
+        self, record: QueueRecord, message: StoredMessage, forward: bool = True
+    ) -> FifoSent:
+        """Send unless a duplicate. With several gateways, on the gateway serving the message
+        group's partition, whose lease store has the window (a forwarded send: `forward`
+        False, never forwarded again).
+
+        A send whose owner was gone (`OwnerGone`) is sent once more where the partition's
+        next owner serves it. Safe even if the gone owner had produced it: the retry has the
+        same deduplication id, the next owner's window comes from the partition's log (its
+        restore replays it), and its ingest refuses a duplicate that reached the log anyway,
+        answering the original's MessageId, as for the client's own retry."""
+        try:
+            return await self._send_once(record, message, forward)
+        except OwnerGone as gone:
+            target = self._target(record, message)
+            if not await self._messages.until_moved(record, target.partition, gone.owner):
+                raise
+            return await self._send_once(record, message, forward)
+
+    @staticmethod
+    def _target(record: QueueRecord, message: StoredMessage) -> PartitionKey:
+        """The partition of the message's group."""
+        partitions = partition_keys(record)
+        return partitions[group_partition(message.message_group_id or "", len(partitions))]
+
+    async def _send_once(
+        self, record: QueueRecord, message: StoredMessage, forward: bool
+    ) -> FifoSent:
+        assert message.deduplication_id is not None and message.deduplication_scope is not None
+        target = self._target(record, message)
+        if forward:  # a forwarded send: the sender waited
+            await self._messages.until_served(record, [target])
+        elsewhere = self._messages.owner_elsewhere(record, target, forward)
+        if elsewhere is not None:
+            owner, forwarder = elsewhere
+            return await forwarder.fifo_send(owner, record.topic, message)
+        key = fifo.scope_key(
+            message.deduplication_id, message.deduplication_scope, message.message_group_id
+        )
+        pending_key = (record.topic, key)
+        while (pending := self._pending.get(pending_key)) is not None:
+            first = await asyncio.shield(pending)
+            if first is not None:
+                return FifoSent(first.message_id, first.sequence_number, duplicate=True)
+        keys = partition_keys(record)
+        if message.deduplication_scope == fifo.SCOPE_MESSAGE_GROUP:
+            # A group lives on one partition, and its duplicates with it.
+            keys = (keys[group_partition(message.message_group_id or "", len(keys))],)
+        now_ms = self._clock.now_ms()
+        for pk in keys:
+            entry = self._leases.deduplication_entry(pk, key, now_ms)
+            if entry is not None:
+                return FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
+        future: asyncio.Future[FifoSent | None] = asyncio.get_running_loop().create_future()
+        self._pending[pending_key] = future
+        outcome: FifoSent | None = None
+        try:
+            delivered = await self._messages.send(record, message)
+            outcome = FifoSent(message.message_id, fifo.sequence_number(delivered.offset), False)
+            pk = partition_keys(record)[delivered.partition]
+            entry = self._leases.deduplication_entry(pk, key, self._clock.now_ms())
+            if entry is not None and entry.offset != delivered.offset:
+                # Ingest found an original this gateway did not know of: the record was dropped.
+                outcome = FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
+            return outcome
+        finally:
+            del self._pending[pending_key]
+            future.set_result(outcome)  # None when the send failed: a waiter sends itself
+
+    def prune(self, record: QueueRecord) -> None:
+        """Forget the queue's deduplication entries older than the window and its released
+        group locks (a periodic sweep; neither is needed, both would pile up)."""
+        now_ms = self._clock.now_ms()
+        for pk in partition_keys(record):
+            if not self._messages.ownership.serves(record.topic, pk.partition):
+                continue  # another gateway's to prune
+            # Kept PRUNE_MARGIN_MS longer than the window: ingest that lags behind the log
+            # (catching up after an outage) must still find the entry a duplicate follows.
+            self._leases.prune_deduplication(pk, now_ms - PRUNE_MARGIN_MS)
+            self._leases.prune_group_locks(pk, now_ms)
+
+    async def receive(
+        self,
+        record: QueueRecord,
+        attempt_id: str,
+        max_messages: int,
+        visibility_s: int,
+        wait_s: int,
+        forward: bool = True,
+    ) -> list[Received]:
+        """A FIFO receive that names a ReceiveRequestAttemptId.
+
+        The attempts are remembered by the gateway serving the queue's partition 0, its
+        attempt home: a receive reaching any other gateway is forwarded there (`forward`
+        False: one forwarded here, never forwarded again), so a retry finds what the first
+        try received wherever each try arrived. The home's receive itself takes messages
+        from every partition, asking their owners as any receive does.
+
+        A home that let partition 0 go or could not be reached (`OwnerGone`) is passed over
+        once: the receive is made at the next home once it serves the partition, as the
+        client's own retry would be (the attempts the gone home remembered went with it, so
+        that receive takes messages anew; any the gone home had leased come back after
+        their visibility timeout).
+        """
+        try:
+            return await self._receive_once(
+                record, attempt_id, max_messages, visibility_s, wait_s, forward
+            )
+        except OwnerGone as gone:
+            home = partition_keys(record)[0]
+            if not await self._messages.until_moved(record, home.partition, gone.owner):
+                raise
+            return await self._receive_once(
+                record, attempt_id, max_messages, visibility_s, wait_s, forward
+            )
+
+    async def _receive_once(
+        self,
+        record: QueueRecord,
+        attempt_id: str,
+        max_messages: int,
+        visibility_s: int,
+        wait_s: int,
+        forward: bool,
+    ) -> list[Received]:
+        home = partition_keys(record)[0]
+        if forward:
+            await self._messages.until_served(record, [home])
+        elsewhere = self._messages.owner_elsewhere(record, home, forward)
+        if elsewhere is not None:
+            owner, forwarder = elsewhere
+            return await forwarder.receive_attempt(
+                owner, record.topic, attempt_id, max_messages, visibility_s, wait_s
+            )
+        received = await self._attempt(record, attempt_id, visibility_s)
+        if received is None:
+            received = await self._messages.receive(record, max_messages, visibility_s, wait_s)
+            self._remember_attempt(record, attempt_id, received)
+        return received
+
+    async def _attempt(
+        self, record: QueueRecord, attempt_id: str, visibility_s: int
+    ) -> list[Received] | None:
+        """What an earlier receive with this ReceiveRequestAttemptId got, if within 5 minutes.
+
+        Only the messages still as that receive left them (not deleted, not received again
+        since) are given back, with the same receipt handles, their visibility timeout
+        started again ("a retry within the deduplication interval resets the visibility
+        timeout", the API reference); None when none are. Messages on partitions other
+        gateways serve are checked and restarted by their owners.
+        """
+        now_ms = self._clock.now_ms()
+        while self._attempts:
+            at_ms, _ = next(iter(self._attempts.values()))
+            if now_ms - at_ms < ATTEMPT_WINDOW_MS:
+                break
+            self._attempts.popitem(last=False)
+        remembered = self._attempts.get((record.topic, attempt_id))
+        if remembered is None:
+            return None
+        earlier = remembered[1]
+        handles = [received.receipt_handle for received in earlier]
+        current = self.restart_here(record, handles, visibility_s)
+        by_owner: dict[Owner, tuple[Forwarder, list[int]]] = {}
+        for i, kept in enumerate(current):
+            if kept is not None:
+                continue
+            pk, _ = self._messages.locate(record, handles[i])
+            try:
+                elsewhere = self._messages.owner_elsewhere(record, pk, True)
+            except ServiceUnavailable:
+                continue  # nobody serves it during a rebalance: not given back this time
+            if elsewhere is not None:
+                owner, forwarder = elsewhere
+                by_owner.setdefault(owner, (forwarder, []))[1].append(i)
+        for owner, (forwarder, indexes) in by_owner.items():
+            try:
+                answers = await forwarder.restart_attempt(
+                    owner, record.topic, [handles[i] for i in indexes], visibility_s
+                )
+            except ServiceUnavailable:
+                continue  # moving or gone: its messages are not given back this time
+            for i, answer in zip(indexes, answers, strict=True):
+                current[i] = answer
+        still = [received for received, kept in zip(earlier, current, strict=True) if kept]
+        return still or None
+
+    def restart_here(
+        self, record: QueueRecord, receipt_handles: list[str], visibility_s: int
+    ) -> list[bool | None]:
+        """For each handle on a partition served here: whether its message is still as the
+        receive that issued it left it, its visibility timeout then started again; None for
+        a handle of a partition served elsewhere."""
+        now_ms = self._clock.now_ms()
+        answers: list[bool | None] = []
+        for receipt_handle in receipt_handles:
+            pk, handle = self._messages.locate(record, receipt_handle)
+            if not self._messages.ownership.serves(record.topic, pk.partition):
+                answers.append(None)
+                continue
+            fact = self._leases.fact(pk, handle.offset)
+            if fact is None or fact.receive_count != handle.epoch:
+                answers.append(False)
+                continue
+            with contextlib.suppress(LeaseError):  # past the 12 hours: keeps its lease as is
+                self._leases.change_visibility(
+                    pk, handle.offset, handle.epoch, now_ms, visibility_s * 1000, sync=False
+                )
+            answers.append(True)
+        return answers
+
+    def _remember_attempt(
+        self, record: QueueRecord, attempt_id: str, received: list[Received]
+    ) -> None:
+        if received:
+            key = (record.topic, attempt_id)
+            self._attempts[key] = (self._clock.now_ms(), received)
+            self._attempts.move_to_end(key)  # oldest first, for the pruning in `_attempt`

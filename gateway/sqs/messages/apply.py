@@ -1,0 +1,157 @@
+"""Applying records to the lease store: those ingest reads, and those this gateway produced, from
+their delivery reports (see `gateway/sqs/messages/service.py` for the whole story)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+
+from gateway.sqs.messages.routing import Routing
+from gateway.sqs.messages.state import ApplyTarget
+from gateway.sqs.queues import (
+    is_fifo,
+)
+from lease_store.records import StoredMessage
+from lease_store.store import PartitionKey
+from topology.catalog import QueueRecord, partition_keys
+from topology.ingest import Batch
+from topology.producer import Delivered
+
+log = logging.getLogger("kqs.messages")
+
+
+# How long a send waits for its record to come back through ingest before answering anyway.
+# The record is durable in Kafka by then; only its immediate receivability is at stake.
+INGEST_WAIT_S = 10.0
+
+
+class Applying(Routing):
+    # -- ingest ----------------------------------------------------------------------------
+
+    def on_ingested(self, topic: str, partition: int, batch: Batch) -> None:
+        """Called on the event loop with records the ingest consumer read."""
+        record = self._registry.by_topic(topic)
+        if record is None:
+            return  # the queue was deleted while the batch was in transit
+        if not self.ownership.serves(topic, partition):
+            return  # released while the batch was in transit
+        pk = partition_keys(record)[partition]
+        self._leases.ingest(pk, batch, self._clock.now_ms())
+        if topic not in self.fair_topics and not is_fifo(record):
+            if any(message.message_group_id is not None for _, message in batch):
+                self.fair_topics.add(topic)  # another producer's grouped send
+        self._apply_ahead(record, topic, partition, pk)
+
+    def _delivered(
+        self, message: StoredMessage, applied: asyncio.Future[None], delivered: Delivered
+    ) -> None:
+        """A record this gateway produced was acknowledged (on the loop, from its report).
+
+        It is applied by `_apply_delivered` once the whole batch of reports is in, together
+        with the other records of the batch (the ten of a SendMessageBatch, concurrent
+        sends): one lease-store write for all of them, and `applied` settled in the same
+        event-loop turn, so the send answers in the next.
+        """
+        where = (delivered.topic, delivered.partition)
+        target = self._batch_targets.get(where)
+        if target is None:
+            # The partition's first record in this batch of reports: where it applies is
+            # asked once, not for each of the batch's records.
+            target = self._apply_target(delivered.topic, delivered.partition)
+            if target is None:
+                # The queue was deleted while the record was in transit, or another gateway
+                # serves the partition: its ingest applies the record.
+                applied.set_result(None)
+                return
+            self._batch_targets[where] = target
+        _, pk, applied_offset = target
+        if delivered.offset <= applied_offset:
+            applied.set_result(None)  # ingest was first
+            return
+        if 0 < delivered.timestamp_ms != message.sent_ms:
+            # What ingest would read back: the broker's timestamp (CreateTime: ours, so this
+            # differs only under LogAppendTime).
+            message = replace(message, sent_ms=delivered.timestamp_ms)
+        self._ahead[pk][delivered.offset] = message
+        self._ingest_waiters[where].append((delivered.offset, applied))
+        self._to_apply[where] = target
+
+    def _apply_target(self, topic: str, partition: int) -> ApplyTarget | None:
+        """The queue, partition key and applied offset of a partition whose delivered records
+        this gateway applies; None when it does not (the queue is gone, or another gateway
+        serves the partition)."""
+        record = self._registry.by_topic(topic)
+        if record is None or not self.ownership.serves(topic, partition):
+            return None
+        pk = partition_keys(record)[partition]
+        return record, pk, self._leases.applied_offset(pk)
+
+    def _apply_delivered(self) -> None:
+        """After each batch of delivery reports (`AsyncProducer.add_batch_listener`)."""
+        if self._batch_targets:
+            self._batch_targets = {}
+        if not self._to_apply:
+            return
+        to_apply, self._to_apply = self._to_apply, {}
+        for (topic, partition), (record, pk, _) in to_apply.items():
+            self._apply_ahead(record, topic, partition, pk)
+
+    def _apply_ahead(
+        self, record: QueueRecord, topic: str, partition: int, pk: PartitionKey
+    ) -> None:
+        """Apply the delivered records that now continue the partition's applied run, then
+        answer the sends waiting for what is applied."""
+        applied = self._leases.applied_offset(pk)
+        ahead = self._ahead.get(pk)
+        if ahead:
+            run: Batch = []
+            for offset in sorted(ahead):
+                if offset <= applied:
+                    del ahead[offset]  # ingest applied it meanwhile
+                elif offset == applied + 1 + len(run):
+                    run.append((offset, ahead.pop(offset)))
+                else:
+                    break
+            if run:
+                self._leases.ingest(pk, run, self._clock.now_ms())
+                applied = self._leases.applied_offset(pk)
+            if ahead:
+                # A gap before a record of ours: another producer's records, which only
+                # ingest brings (with one gateway it may have paused the partition).
+                self.wake_ingest(topic, partition)
+            else:
+                del self._ahead[pk]
+        self.applied_hint[(topic, partition)] = applied
+        waiters = self._ingest_waiters.get((topic, partition))
+        if waiters:
+            still = []
+            for offset, future in waiters:
+                if offset <= applied:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    still.append((offset, future))
+            self._ingest_waiters[(topic, partition)] = still
+        self._signals.notify(record.key)
+
+    async def _until_applied(
+        self, applied: asyncio.Future[None], topic: str, partition: int, offset: int
+    ) -> None:
+        try:
+            await asyncio.wait_for(applied, INGEST_WAIT_S)
+        except TimeoutError:
+            log.warning(
+                "send answered before ingest caught up",
+                extra={"topic": topic, "partition": partition, "offset": offset},
+            )
+
+    def queue_deleted(self, record: QueueRecord) -> None:
+        """Forget what was kept in memory about the queue's incarnation."""
+        for memo in (
+            self._wanted_at_ms,
+            self._received_at_ms,
+            self._next_partition,
+            self._next_send_partition,
+        ):
+            memo.pop(record.key, None)

@@ -1,0 +1,230 @@
+"""The Approximate* numbers, the gauges, expiry and PurgeQueue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+
+from confluent_kafka import KafkaException
+
+from gateway.cluster.forwarding import NotServedHere
+from gateway.common import limits
+from gateway.common.errors import (
+    OwnerGone,
+    PurgeQueueInProgress,
+    QueueDoesNotExist,
+)
+from gateway.common.results import QueueGaugeParts
+from gateway.sqs.messages.send import Sending
+from gateway.sqs.queues import (
+    attribute_int,
+)
+from lease_store.store import Counts, PartitionKey
+from topology.catalog import QueueRecord, partition_keys
+from topology.owners import Owner
+
+log = logging.getLogger("kqs.messages")
+
+
+class Counting(Sending):
+    # -- queue-level -----------------------------------------------------------------------
+
+    def counts(self, record: QueueRecord) -> Counts:
+        """The queue's exact counters, of the partitions served here (all with one gateway)."""
+        return self._counts_of(record, self.served(record))
+
+    async def queue_counts(self, record: QueueRecord) -> Counts:
+        """The queue's exact counters over all its partitions, wherever they are served.
+
+        A partition whose owner let it go or could not be reached while it was counted (a
+        rebalance: the directory names the old owner until the next one has restored it) is
+        counted once more where it went, after waiting for that (`until_moved`, as deletes
+        do), rather than failing the request."""
+        try:
+            return await self._queue_counts_once(record)
+        except OwnerGone as gone:
+            owners = self.owners(record, partition_keys(record))
+            moving = owners.get(gone.owner, []) if gone.owner is not None else []
+            # Waited for together, as deletes wait for their partitions: 15 s at most in all.
+            await asyncio.gather(
+                *(self.until_moved(record, pk.partition, gone.owner) for pk in moving)
+            )
+            return await self._queue_counts_once(record)
+
+    async def _queue_counts_once(self, record: QueueRecord) -> Counts:
+        total = self.counts(record)
+        owners = self.owners(record, partition_keys(record))
+        if owners and self._forwarder is not None:
+            total = total + await self._forwarder.counts(owners, record.topic)
+        return total
+
+    def counts_here(self, record: QueueRecord, partitions: list[int]) -> Counts:
+        """Counters of partitions served here, for another gateway (`queue_counts`)."""
+        keys = partition_keys(record)
+        return self._counts_of(record, [keys[p] for p in self.served_here(record, partitions)])
+
+    def _counts_of(self, record: QueueRecord, pks: Iterable[PartitionKey]) -> Counts:
+        """Exact counters of these partitions (served here), expired messages dropped first."""
+        now_ms = self._clock.now_ms()
+        retention_ms = attribute_int(record, "MessageRetentionPeriod") * 1000
+        total = Counts()
+        for pk in pks:
+            if message_ids := self._leases.expire_ids(pk, now_ms, retention_ms):
+                self._events.expired(record, message_ids)
+            total = total + self._leases.counts(pk, now_ms)
+        return total
+
+    def expire(self, record: QueueRecord) -> int:
+        """Drop the messages older than the queue's MessageRetentionPeriod, in any state.
+
+        Receives drop the expired messages they come across; this also catches the in-flight
+        and delayed ones, and those no receive reaches. Called before counting and by the
+        periodic sweep (`expiry.py`).
+        """
+        now_ms = self._clock.now_ms()
+        retention_ms = attribute_int(record, "MessageRetentionPeriod") * 1000
+        dropped = 0
+        for pk in self.served(record):
+            message_ids = self._leases.expire_ids(pk, now_ms, retention_ms)
+            if message_ids:
+                self._events.expired(record, message_ids)
+                dropped += len(message_ids)
+        return dropped
+
+    def oldest_message_age_s(self, record: QueueRecord) -> int:
+        """ApproximateAgeOfOldestMessage of the partitions served here: seconds since the
+        oldest message was sent, or 0."""
+        return self._age_s(self._oldest_sent_ms(self.served(record)))
+
+    def _oldest_sent_ms(self, pks: Iterable[PartitionKey]) -> int | None:
+        sent = [t for pk in pks if (t := self._leases.oldest_sent_ms(pk)) is not None]
+        return min(sent) if sent else None
+
+    def _age_s(self, oldest_sent_ms: int | None, now_ms: int | None = None) -> int:
+        if oldest_sent_ms is None:
+            return 0
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        return max(0, (now_ms - oldest_sent_ms) // 1000)
+
+    def gauges_here(self, partitions: dict[str, list[int]]) -> dict[str, QueueGaugeParts]:
+        """For another gateway's `queue_gauges`: the counters and oldest SentTimestamp of
+        each queue topic's partitions served here (a topic gone or moved is left out)."""
+        parts: dict[str, QueueGaugeParts] = {}
+        for topic, wanted in partitions.items():
+            record = self._registry.by_topic(topic)
+            if record is None:
+                continue
+            keys = partition_keys(record)
+            try:
+                pks = [keys[p] for p in self.served_here(record, wanted)]
+            except NotServedHere:
+                continue
+            parts[topic] = QueueGaugeParts(self._counts_of(record, pks), self._oldest_sent_ms(pks))
+        return parts
+
+    async def queue_gauges(
+        self, records: Sequence[QueueRecord]
+    ) -> tuple[int, dict[str, tuple[Counts, int]]]:
+        """The Approximate* numbers of the queues whose gauges this gateway reports: when
+        they were read here, and by queue key (exact counters, age of the oldest message in
+        seconds) over all their partitions, wherever they are served.
+
+        With several gateways, each queue is reported by the gateway serving its partition
+        0 (the others leave it out), which asks the other owners for their partitions in
+        one call per owner for all queues. A queue with a partition nobody serves now (a
+        rebalance) or whose owner did not answer is left out of this round: no sample is
+        better than a partial one.
+        """
+        asked: dict[Owner, dict[str, list[int]]] = {}
+        complete: list[tuple[QueueRecord, QueueGaugeParts]] = []  # with the part read here
+        # The samples' time: before the other owners are asked (their answers come later,
+        # so a change made meanwhile is never reported as older than it is).
+        read_ms = self._clock.now_ms()
+        for record in records:
+            keys = partition_keys(record)
+            if not self._everything_here and not self.ownership.serves(record.topic, 0):
+                continue
+            served = self.served(record)
+            owners = self.owners(record, keys)
+            if len(served) + sum(len(pks) for pks in owners.values()) < len(keys):
+                continue  # a partition without an owner: counted next round
+            here = QueueGaugeParts(self._counts_of(record, served), self._oldest_sent_ms(served))
+            for owner, pks in owners.items():
+                asked.setdefault(owner, {})[record.topic] = [pk.partition for pk in pks]
+            complete.append((record, here))
+        answers: list[dict[str, QueueGaugeParts]] = [{} for _ in asked]  # no channel: none
+        if asked and self._forwarder is not None:
+            forwarder = self._forwarder
+            answers = list(
+                await asyncio.gather(*(forwarder.gauges(o, parts) for o, parts in asked.items()))
+            )
+        gauges: dict[str, tuple[Counts, int]] = {}
+        for record, here in complete:
+            parts = [here]
+            for owner_parts, answer in zip(asked.values(), answers, strict=True):
+                if record.topic in owner_parts:
+                    if record.topic not in answer:
+                        break  # that owner did not answer for it: left out
+                    parts.append(answer[record.topic])
+            else:
+                counts = sum((p.counts for p in parts), Counts())
+                oldest = [p.oldest_sent_ms for p in parts if p.oldest_sent_ms is not None]
+                age_s = self._age_s(min(oldest) if oldest else None, read_ms)
+                gauges[record.key] = (counts, age_s)
+        return read_ms, gauges
+
+    async def purge_here(self, record: QueueRecord, ends: dict[int, int]) -> int:
+        """Drop the messages below `ends` (partition -> purge point) of partitions served
+        here; returns how many. Answers once the purge watermarks are in the changelog."""
+        keys = partition_keys(record)
+        dropped = 0
+        with self._changes() as changes:  # the purge watermarks, awaited
+            for partition in self.served_here(record, list(ends)):
+                dropped += self._leases.purge(
+                    keys[partition], ends[partition], self._clock.now_ms()
+                )
+        await changes.confirmed()
+        return dropped
+
+    async def purge(self, record: QueueRecord) -> None:
+        """Delete every message in the queue when called (PurgeQueue); once per 60 s.
+
+        The purge point of each partition is its end offset now: the lease store drops the
+        messages below it and never ingests those offsets again, then Kafka deletes them.
+        """
+        now_ms = self._clock.now_ms()
+        last_ms = self._purged_at_ms.get(record.topic)
+        if last_ms is not None and now_ms - last_ms < limits.PURGE_COOLDOWN_S * 1000:
+            raise PurgeQueueInProgress(
+                f"Only one PurgeQueue operation on {record.name} is allowed every "
+                f"{limits.PURGE_COOLDOWN_S} seconds."
+            )
+        self._purged_at_ms[record.topic] = now_ms  # before any await: a concurrent purge waits
+        try:
+            ends = await self._registry.topic_end_offsets(record)
+        except BaseException:
+            self._purged_at_ms.pop(record.topic, None)  # nothing was purged: allow a retry
+            raise
+        if self._registry.current(record) is None:
+            raise QueueDoesNotExist()  # deleted while the offsets were fetched
+        dropped = await self.purge_here(
+            record, {pk.partition: ends[pk.partition] for pk in self.served(record)}
+        )
+        for owner, pks in self.owners(record, partition_keys(record)).items():
+            ends_there = {pk.partition: ends[pk.partition] for pk in pks}
+            dropped += await self.forwarder_for(owner).purge(owner, record.topic, ends_there)
+        self._events.purged(record, dropped)
+        log.info("queue purged", extra={"queue": record.key, "messages": dropped})
+        # The purge has taken effect; trimming the log only reclaims space (the purge
+        # watermark already keeps those offsets out), so a failure here is not the client's.
+        for partition, end in enumerate(ends):
+            if end <= 0:
+                continue
+            try:
+                await self._registry.trim_topic(record, partition, end)
+            except KafkaException as exc:
+                log.warning(
+                    "purged records not deleted from Kafka",
+                    extra={"topic": record.topic, "partition": partition, "error": str(exc)},
+                )
