@@ -6,54 +6,38 @@ This is the only module that knows every part; everything else receives what it 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
-import threading
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import cast
 
-from aiohttp import ClientPayloadError, web
+from aiohttp import web
 from confluent_kafka import KafkaException
 
-from gateway.actions.context import Protocol, RequestContext, RequestNotes
-from gateway.actions.params import Params
 from gateway.actions.runtime import Runtime
-from gateway.cluster.forwarding import PATH as INTERNAL_PATH
 from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.group_check import warn_if_group_gateways
-from gateway.cluster.lease_recovery import open_lease_store
 from gateway.cluster.ownership import GroupOwnership
 from gateway.common import limits
 from gateway.common.config import Settings
-from gateway.common.errors import (
-    InternalError,
-    RequestTooLarge,
-    ServiceUnavailable,
-    SqsError,
-    for_domain_error,
-)
-from gateway.http.auth import authenticate, authorize, condition_keys
-from gateway.http.dispatch import ACTIONS
-from gateway.http.lean_http import Handler, LeanFront, LeanRequest
 from gateway.http.peer_api import internal_handler
-from gateway.http.protocol import (
-    detect_protocol,
-    new_request_id,
-    read_request,
-    render_error,
-    render_result,
-    unknown_action,
+from gateway.http.pipeline import (
+    DIRECTORY,
+    JOINING,
+    RUNTIME,
+    SETTLE_DELIVERED,
+    SIGNALS,
+    SNAPSHOT,
+    runtime_of,
+    serve_sqs,
 )
 from gateway.iam.config import Directory, load_directory
+from gateway.kafka_clients import KafkaClients
 from gateway.observability.backlog import commit_backlog_offsets
 from gateway.observability.events import KafkaEventSink
 from gateway.observability.gauges import publish_gauges
-from gateway.observability.metrics import CONTENT_TYPE, QueueGauge, RequestMetrics, Snapshot, render
+from gateway.observability.metrics import QueueGauge, Snapshot
 from gateway.sqs.expiry import expire_messages
 from gateway.sqs.fifo import FifoService
 from gateway.sqs.messages.service import MessageService
@@ -61,32 +45,21 @@ from gateway.sqs.move_tasks import MoveTasks
 from gateway.sqs.queues import QueueRegistry
 from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
-from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandleCodec
-from lease_store.store import CommitListener, LeaseStore
-from lease_store.value_class import value_class
-from topology.admin import TopicAdmin
-from topology.catalog import Catalog, QueueRecord, partition_keys
+from lease_store.store import LeaseStore
+from topology.catalog import QueueRecord, partition_keys
 from topology.changelog import LeaseChangelog
-from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher, ensure_events_topic
-from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer, IngestShards
-from topology.move_task_log import MoveTaskLog
+from topology.ingest import Ingest
 from topology.names import CATALOG_TOPIC, REGION_PATTERN
 from topology.owners import Owner, OwnersDirectory
-from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
-from topology.segment_sync import SegmentSync
+from topology.producer import AsyncProducer, FollowerProducer
 from topology.topic_tail import TopicTail
 
 log = logging.getLogger("kqs.gateway")
 
-RUNTIME = web.AppKey("runtime", Runtime)
-SIGNALS = web.AppKey("signals", QueueSignals)
-REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
-DIRECTORY = web.AppKey("directory", Directory)
 # How often the messages held young past their time are written (`lease_store/young.py`).
 YOUNG_FLUSH_INTERVAL_S = 0.2
-INTERNAL_HANDLER: web.AppKey[Handler] = web.AppKey("internal_handler")
 
 
 def receipt_secret(settings: Settings) -> bytes:
@@ -164,114 +137,6 @@ class _Parts:
 
 
 PARTS = web.AppKey("parts", _Parts)
-
-
-class KafkaClients:
-    """Makes every Kafka client of the gateway: the only place `_start` gets them from.
-
-    `kqs serve` uses this class as is. The request-path microbenchmark (`bench/micro`) passes
-    a subclass whose clients answer in process, so that everything else is wired exactly as
-    here.
-    """
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.bootstrap = settings.kafka_bootstrap
-
-    def producer(self) -> AsyncProducer:
-        # librdkafka's messages through our logger, not raw on stderr (gateway/observability/logs.py)
-        return AsyncProducer(
-            self.bootstrap,
-            {"logger": LIBRDKAFKA},
-            statistics=True,
-            shards=self.settings.producer_shards,
-            linger_ms=self.settings.produce_linger_ms,
-            bulk_linger_ms=self.settings.produce_bulk_linger_ms,
-            fill_linger_ms=self.settings.produce_fill_linger_ms,
-            segment_sync=SegmentSync(self.settings.segment_sync_dir)
-            if self.settings.segment_sync_dir is not None
-            else None,
-            # Not with several gateways yet: there a send to a queue created a moment ago can
-            # land while its partitions are still being shared out, and messages were then
-            # delivered twice (tests/test_e2e_workers.py failed 2 runs of 3 with it; likely a
-            # record applied by both the gateway that produced it and the partition's next
-            # owner, not proven; PROFILE.md, session 38). The new shard's ~500 ms wait for
-            # its producer id hid that window; the race itself is still to be closed.
-            connect_new_shards=self.settings.partition_ownership == "all",
-        )
-
-    def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
-        return TopicAdmin(
-            bootstrap,
-            self.settings.replication_factor,
-            fsync_durable_topics,
-            gateway_syncs_queues=self.settings.segment_sync_dir is not None,
-        )
-
-    def follower(self, name: str, confirmed: bool = False) -> FollowerProducer:
-        return FollowerProducer(self.bootstrap, name, confirmed)
-
-    def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
-        return Catalog(self.bootstrap, admin, producer)
-
-    def move_task_log(self, admin: TopicAdmin, producer: AsyncProducer) -> MoveTaskLog:
-        return MoveTaskLog(self.bootstrap, admin, producer)
-
-    async def open_leases(
-        self, records: Iterable[QueueRecord], clock: Clock, on_commit: CommitListener
-    ) -> LeaseStore:
-        """The lease store under the data directory, rebuilt from Kafka if it is lost."""
-        return await open_lease_store(
-            self.settings.lease_dir,
-            self.bootstrap,
-            records,
-            clock,
-            on_commit,
-            young_ms=self.settings.lease_young_ms,
-        )
-
-    def events(self) -> EventPublisher:
-        settings = self.settings
-        return EventPublisher(
-            settings.events_bootstrap or self.bootstrap, settings.events_buffer_messages
-        )
-
-    def ingest(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        on_batch: BatchHandler,
-        applied: Mapping[tuple[str, int], int],
-        group_listener: GroupListener | None = None,
-    ) -> IngestConsumer:
-        return IngestConsumer(
-            self.bootstrap,
-            loop,
-            on_batch,
-            applied,
-            self.settings.ingest_fetch_wait_ms,
-            group_listener,
-        )
-
-    def ingest_shards(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        on_batch: BatchHandler,
-        applied: Mapping[tuple[str, int], int],
-    ) -> Ingest:
-        """One gateway's ingest: the queue topics over `KQS_INGEST_SHARDS` consumers."""
-
-        def make(in_flight: threading.BoundedSemaphore, prefetch_kbytes: int) -> IngestConsumer:
-            return IngestConsumer(
-                self.bootstrap,
-                loop,
-                on_batch,
-                applied,
-                self.settings.ingest_fetch_wait_ms,
-                in_flight=in_flight,
-                prefetch_kbytes=prefetch_kbytes,
-            )
-
-        return IngestShards(make, self.settings.ingest_shards)
 
 
 async def _ensure_events_topic(kafka: KafkaClients) -> list[asyncio.Task[None]]:
@@ -465,6 +330,8 @@ async def _start(
         move_tasks_tail,
     )
     app[PARTS] = parts
+    app[SNAPSHOT] = lambda: parts.snapshot(messages, registry)
+    app[JOINING] = lambda: group is not None and not group.ready
     return parts
 
 
@@ -512,49 +379,8 @@ def build_app(
         log.info("gateway stopped")
 
     app.cleanup_ctx.append(lifecycle)
-    app[IN_FLIGHT] = InFlight()
-    app[REQUEST_METRICS] = RequestMetrics()
-    app.on_shutdown.append(_answer_long_polls)
-    # Before the catch-all: SQS is served on any path.
-    for path, handler in _GET_ROUTES.items():
-        app.router.add_get(path, handler)
-    internal = internal_handler(receipt_secret(settings), _runtime)
-    app[INTERNAL_HANDLER] = internal
-    app.router.add_post(f"{INTERNAL_PATH}{{operation}}", internal)
-    app.router.add_route("*", "/{tail:.*}", _handle)
+    serve_sqs(app, internal_handler(receipt_secret(settings), runtime_of))
     return app
-
-
-def lean_front(app: web.Application) -> LeanFront:
-    """The lean HTTP front (`KQS_HTTP_FRONT=lean`) over this application's handlers, routed
-    as `build_app` routes them."""
-    routes = {("GET", path): handler for path, handler in _GET_ROUTES.items()}
-
-    def client_gone(request: LeanRequest) -> None:
-        # As `_answer` reports a body aiohttp could not read to the end.
-        log.info("client disconnected mid-request", extra={"request_id": new_request_id()})
-        protocol = detect_protocol(cast(web.Request, request))
-        app[REQUEST_METRICS].observe("unknown", protocol.value, _CLIENT_GONE.code, 0.0, False)
-
-    front = LeanFront(
-        app,
-        routes,
-        INTERNAL_PATH,
-        app[INTERNAL_HANDLER],
-        _handle,
-        limits.MAX_REQUEST_BYTES,  # as `client_max_size` of aiohttp's front
-        app[IN_FLIGHT],
-        client_gone,
-    )
-    if SETTLE_DELIVERED in app:  # the gateway has started (the front is made after that)
-        front.settle_delivered = app[SETTLE_DELIVERED]
-        messages = app[RUNTIME].messages
-        front.deletes_now = lambda: messages.deletes_find_more
-    return front
-
-
-def _runtime(request: web.Request) -> Runtime:
-    return request.app[RUNTIME]
 
 
 def _gateway_id(settings: Settings) -> str:
@@ -594,193 +420,3 @@ async def _write_young_messages(leases: LeaseStore, clock: Clock) -> None:
             leases.flush_young(clock.now_ms())
         except Exception:
             log.exception("writing young messages failed; trying again")
-
-
-async def _answer_long_polls(app: web.Application) -> None:
-    # Runs before the server waits for in-flight requests: parked receives answer at once
-    # (empty) instead of holding shutdown for up to 20 s.
-    if SIGNALS in app:
-        app[SIGNALS].close()
-
-
-class InFlight:
-    """The requests being handled, so that a shutdown can wait for them (`drain`)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.draining = False
-        self.idle = asyncio.Event()
-        self.idle.set()
-
-
-IN_FLIGHT = web.AppKey("in_flight", InFlight)
-# The producer's `settle_handed`, for the lean front to call before each read (`lean_front`).
-SETTLE_DELIVERED: web.AppKey[Callable[[], object]] = web.AppKey("settle_delivered")
-
-
-async def drain(app: web.Application, timeout_s: float) -> int:
-    """First step of a graceful shutdown, once the listening socket is closed.
-
-    Parked long polls answer at once (empty) and the requests being handled finish, on
-    connections that stay open meanwhile. Only then may the server close its connections:
-    aiohttp's own shutdown drops whatever a connection receives once it is closing, so a
-    request whose body was still arriving would hang until the shutdown timeout, unanswered.
-    Returns how many requests were still running when `timeout_s` passed.
-    """
-    tracker = app[IN_FLIGHT]
-    tracker.draining = True
-    await _answer_long_polls(app)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(tracker.idle.wait(), timeout_s)
-    return tracker.count
-
-
-async def _health(request: web.Request) -> web.Response:
-    if request.app[IN_FLIGHT].draining:
-        return web.json_response({"status": "shutting down"}, status=503)
-    group = request.app[PARTS].group if PARTS in request.app else None
-    if group is not None and not group.ready:
-        # Group mode: it would answer (forwarding everything) but is not a member yet.
-        return web.json_response({"status": "joining the ingest group"}, status=503)
-    return web.json_response({"status": "ok"})
-
-
-async def _metrics(request: web.Request) -> web.Response:
-    if "Action" in request.query:
-        return await _handle(request)  # a Query-protocol GET that happens to use this path
-    runtime = request.app[RUNTIME]
-    snapshot = request.app[PARTS].snapshot(runtime.messages, runtime.registry)
-    return web.Response(
-        body=render(request.app[REQUEST_METRICS], snapshot).encode(),
-        headers={"Content-Type": CONTENT_TYPE},
-    )
-
-
-# The paths served apart from the SQS endpoint and the internal channel, on either front.
-_GET_ROUTES: dict[str, Handler] = {"/health": _health, "/metrics": _metrics}
-
-
-async def _handle(request: web.Request) -> web.Response:
-    started = time.perf_counter()
-    app = request.app
-    # Counted here rather than in a middleware (one coroutine less per request): a shutdown
-    # waits for these (`drain`).
-    tracker = app[IN_FLIGHT]
-    tracker.count += 1
-    tracker.idle.clear()
-    try:
-        protocol = detect_protocol(request)
-        notes = RequestNotes()
-        answer = await _answer(request, app, protocol, notes)
-        app[REQUEST_METRICS].observe(
-            answer.action,
-            protocol.value,
-            answer.outcome,
-            time.perf_counter() - started,
-            notes.long_poll,
-        )
-        if tracker.draining:
-            answer.response.force_close()  # no keep-alive: the next request goes elsewhere
-        return answer.response
-    finally:
-        tracker.count -= 1
-        if tracker.count == 0:
-            tracker.idle.set()
-
-
-@value_class
-class _Answer:
-    response: web.Response
-    action: str  # "unknown" unless the request named an action this gateway serves
-    outcome: str  # "ok" or the SQS error code
-
-
-async def _answer(
-    request: web.Request, app: web.Application, protocol: Protocol, notes: RequestNotes
-) -> _Answer:
-    runtime = app[RUNTIME]
-    request_id = new_request_id()
-    action_name = "unknown"
-    error: SqsError
-    try:
-        body = await _read_body(request)
-        now = datetime.fromtimestamp(runtime.clock.now_ms() / 1000, UTC)
-        caller = authenticate(request, body, app[DIRECTORY], now)
-        wire = read_request(request, protocol, request_id, body)
-        action = ACTIONS.get(wire.action)
-        if action is None:
-            raise unknown_action(wire.action)
-        action_name = wire.action
-        settings = runtime.settings
-        base_url = settings.base_url.rstrip("/") or f"{request.scheme}://{request.host}"
-        region = caller.region or settings.region
-        principal = caller.principal
-        authorize(
-            wire.action,
-            wire.params,
-            principal,
-            condition_keys(request, principal, now),
-            runtime.registry,
-            region,
-            base_url,
-        )
-        ctx = RequestContext(
-            runtime=runtime,
-            protocol=protocol,
-            base_url=base_url,
-            account_id=principal.account_id,
-            region=region,
-            sender_id=principal.access_key or principal.account_id,
-            request_id=request_id,
-            trace_header=request.headers.get("X-Amzn-Trace-Id"),
-            notes=notes,
-            principal=principal,
-        )
-        result = await action(Params(wire.params), ctx)
-        return _Answer(render_result(wire, result), action_name, "ok")
-    except SqsError as exc:
-        error = exc
-    except LeaseError as exc:
-        error = for_domain_error(exc)
-    except (ProduceFailed, KafkaException) as exc:
-        log.warning("kafka unavailable", extra={"request_id": request_id, "error": str(exc)})
-        error = ServiceUnavailable(
-            "The service is unavailable (Kafka did not answer). Retry later."
-        )
-    except _ClientGone:
-        # Nobody will read an answer; not the gateway's fault, so no traceback either.
-        log.info("client disconnected mid-request", extra={"request_id": request_id})
-        error = _CLIENT_GONE
-    except Exception:
-        log.exception("request failed", extra={"request_id": request_id})
-        error = InternalError("We encountered an internal error. Please try again.")
-    response = render_error(protocol, error, request_id, request.headers.get("Accept", ""))
-    if isinstance(error, RequestTooLarge):
-        response.force_close()  # the rest of the body is not worth reading
-    return _Answer(response, action_name, error.code)
-
-
-class _ClientGone(Exception):
-    """The client closed its connection before its request body arrived."""
-
-
-class _ClientClosedRequest(SqsError):
-    code = "ClientClosedRequest"  # an outcome label for /metrics; never reaches a client
-    http_status = 400
-    sender_fault = True
-
-
-_CLIENT_GONE = _ClientClosedRequest("The client closed the connection.")
-
-
-async def _read_body(request: web.Request) -> bytes:
-    """The whole request body, or the SQS error for a body that is too large."""
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise RequestTooLarge(
-            f"The request body is larger than the {limits.MAX_REQUEST_BYTES} bytes this "
-            "server accepts."
-        ) from None
-    except (ConnectionResetError, ClientPayloadError) as exc:
-        raise _ClientGone() from exc

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.app import lean_front
+from gateway.http.pipeline import lean_front
 
 
 class _Transport(asyncio.Transport):

@@ -34,8 +34,9 @@ from bench.micro import wire
 from bench.micro.driver import Connection
 from bench.micro.standins import STORES, InProcessKafka
 from gateway.actions.runtime import Runtime
-from gateway.app import RUNTIME, build_app
+from gateway.app import build_app
 from gateway.common.config import Settings
+from gateway.http.pipeline import RUNTIME
 from gateway.iam.config import load_directory
 
 BODY = "x" * 1024  # 1 KB, as in the side-by-side benchmark

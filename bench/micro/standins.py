@@ -26,8 +26,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from gateway.app import KafkaClients
 from gateway.common.config import Settings
+from gateway.kafka_clients import KafkaClients
 from lease_store.clock import Clock
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.rocks import RocksKeyValueStore

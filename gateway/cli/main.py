@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 from aiohttp import web_app as aiohttp_web_app
 
-from gateway.app import build_app, drain, lean_front, receipt_secret
+from gateway.app import build_app, receipt_secret
 from gateway.cli import collector
 from gateway.cli.analytics import add_analytics_subcommand
 from gateway.cli.dashboard import add_dashboard_subcommand
@@ -30,6 +30,7 @@ from gateway.cluster.hand_over import retire_worker_copies
 from gateway.cluster.workers import cpu_count, die_with_supervisor, run_workers, worker_index
 from gateway.common.config import Settings
 from gateway.http.lean_http import LeanFront
+from gateway.http.pipeline import drain, lean_front
 from gateway.iam.config import ConfigError, Directory, load_directory
 from gateway.observability import logs
 from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker, log_dir

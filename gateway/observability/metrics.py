@@ -1,7 +1,7 @@
 """`GET /metrics`: the gateway's numbers in the Prometheus text exposition format 0.0.4.
 
 Request counters and latency histograms are kept here as the requests are answered
-(`RequestMetrics.observe`, called by `app._handle`); everything else is read when scraped
+(`RequestMetrics.observe`, called by `gateway/http/pipeline.py`); everything else is read when scraped
 (`Snapshot`): the queues' exact Approximate* counters, the event publisher's counters, and
 the latest librdkafka statistics of both producers. Rendering is a pure function, so the
 format is tested without a server. The metric list is in `docs/ARCHITECTURE.md`.
