@@ -14,7 +14,7 @@ then check the counts (visible, in flight) are exact, and start the killed gatew
 rejoins; the next kill takes whichever gateway serves the queue then). The survivor's own log
 gives the restore's share ("partitions served", elapsed_s).
 
-    python -m bench.failover [--messages 100000] [--kills 3] [--out failover-100k]
+    python -m bench.failover [--messages 100000] [--kills 3] [--out failover]
 """
 
 from __future__ import annotations

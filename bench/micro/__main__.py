@@ -1,7 +1,7 @@
 """In-process request-path microbenchmark: µs of CPU per SQS request in the gateway alone.
 
     .venv/bin/python -m bench.micro                          # 500 requests x 5 rounds
-    .venv/bin/python -m bench.micro --iterations 2000 --rounds 5 --out micro-<name>
+    .venv/bin/python -m bench.micro --iterations 1000 --rounds 5 --out micro  # results/micro.md
 
 What is measured: the gateway as `kqs serve` wires it (`gateway.app.build_app`, started by an
 aiohttp `AppRunner`), for SendMessage, ReceiveMessage (1, 10, and on an empty queue),

@@ -5,10 +5,11 @@ microbenchmark's figure that the machine's load does not move.
     .venv/bin/python -m bench.micro.instructions --src /tmp/kqs-base --src .
 
 On this shared VM one run's median CPU per request moves by up to 2x within minutes (see
-PROFILE.md), which hides a change of 5-10 %. Valgrind's count of executed instructions
-(`cachegrind --cache-sim=no`) is the same from run to run within ~0.1 %, busy machine or not;
-it is not time (cache misses and the interpreter's branch mispredictions are not in it), so
-it ranks Python-level changes, and a timed A/B says what they are worth.
+bench/results/archive/profile-journal.md), which hides a change of 5-10 %. Valgrind's count
+of executed instructions (`cachegrind --cache-sim=no`) is the same from run to run within
+~0.1 %, busy machine or not; it is not time (cache misses and the interpreter's branch
+mispredictions are not in it), so it ranks Python-level changes, and a timed A/B says what
+they are worth.
 
 Each figure is the difference between two runs of the gateway (memory lease store, Kafka
 stand-ins, the in-memory connection of `driver.py`), one of `--requests` requests of the
@@ -22,7 +23,7 @@ the delete is signed in the counted process, so the signing of a batch of ten is
 store: what the lease store costs is then in the figure (its background threads too, which
 valgrind serializes; fsyncs are the kernel's, not counted).
 
-A tree given with `--src` needs only `bench/micro/run.py` of session 4 on: this file runs
+A tree given with `--src` needs only `bench/micro/run.py` (e66b4c1 on): this file runs
 the requests itself, with that tree first on PYTHONPATH.
 """
 

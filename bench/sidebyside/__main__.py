@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     import aiohttp
 
     client_desc = (
-        f"asyncio + aiohttp {aiohttp.__version__} client, one pooled session, SigV4 (test/test, "
+        f"asyncio + aiohttp {aiohttp.__version__} client, one connection pool, SigV4 (test/test, "
         f"us-east-1), JSON 1.0, {'uvloop' if use_uvloop else 'asyncio'} loop"
     )
 

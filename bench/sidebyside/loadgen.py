@@ -1,5 +1,5 @@
-"""The load generator: an asyncio SQS client speaking AWS JSON 1.0 over one pooled aiohttp
-session, every request signed with AWS Signature Version 4 (access key `test`, secret `test`,
+"""The load generator: an asyncio SQS client speaking AWS JSON 1.0 over one aiohttp connection
+pool, every request signed with AWS Signature Version 4 (access key `test`, secret `test`,
 us-east-1), plus per-action latency recording.
 
 The signer is the SigV4 algorithm written out (`sign_headers`), with the daily signing key
@@ -108,7 +108,7 @@ class SqsError(Exception):
 
 
 class Client:
-    """One pooled HTTP session; `call` signs, posts, times and decodes one SQS action."""
+    """One pool of HTTP connections; `call` signs, posts, times and decodes one SQS action."""
 
     def __init__(self, endpoint: str, pool: int, stats: Stats | None = None) -> None:
         self.endpoint = endpoint.rstrip("/") + "/"

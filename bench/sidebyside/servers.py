@@ -3,7 +3,7 @@ stopped with its whole process tree.
 
 * KQS: `kqs serve` (embedded single-node KRaft broker, durable settings as shipped: acks=all,
   idempotence, fsync of every record, synced RocksDB writes). Its tree is the gateway process
-  plus the broker JVM it launches (a child in its own session), and both are measured.
+  plus the broker JVM it launches (a child in a process group of its own), and both are measured.
 * ElasticMQ: `org.elasticmq:elasticmq-server_2.13`, the newest 1.x on Maven Central, resolved
   once with Maven into `~/.cache/kqs/elasticmq-1.x/` (`topology/maven.py`, the same as
   the Kafka jars), run with `org.elasticmq.server.Main`, in-memory defaults, a generated
@@ -446,7 +446,7 @@ def stop(server: Server, timeout_s: float = 40.0) -> None:
     """SIGTERM the root (KQS then stops its broker), then SIGKILL whatever of the tree is left."""
     tree = server.tree()
     if server.name == "kqs" or server.name in WORKER_POOLS:
-        # The broker JVM is launched in a session of its own: remember it by its pid file too.
+        # The broker JVM runs in a process group of its own: remember it by its pid file too.
         pid_file = server.work_dir / "data" / "kafka" / "broker.pid"
         with contextlib.suppress(OSError, ValueError):
             pid = int(pid_file.read_text().strip())

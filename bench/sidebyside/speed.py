@@ -1,9 +1,10 @@
 """How fast the machine runs right now: a fixed CPU-bound Python loop, timed on given cores.
 
 This VM's speed moves by up to ~1.8x within a minute with nothing else running (a
-5,000,000-step loop pinned to one core took 356-625 ms, bench/results/PROFILE.md, session
-37), and a server's rate moves with it. The side-by-side probes the server cores before each
-run starts and after it ends, so a report shows the machine speed each figure was taken at.
+5,000,000-step loop pinned to one core took 356-625 ms: bench/results/archive/profile-journal.md,
+2026-11-29 (93a14be)), and a server's rate moves with it. The side-by-side probes the server
+cores before each run starts and after it ends, so a report shows the machine speed each
+figure was taken at.
 The probe runs alone on the cores (no server is up then), in a process of its own, and takes
 well under a second.
 """

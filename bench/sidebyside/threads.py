@@ -41,7 +41,7 @@ Ticks = dict[tuple[int, int], tuple[str, int]]  # (pid, tid) -> (thread name, ut
 
 def server_pids(server: servers.Server, work: Path) -> list[int]:
     """The processes of `kqs serve` started in `work`: the gateway's tree and the broker JVM
-    (launched in a session of its own, so found by its pid file)."""
+    (in a process group of its own, so found by its pid file)."""
     pids = [process.pid for process in server.tree()]
     broker_pid = work / "data" / "kafka" / "broker.pid"
     if broker_pid.exists():

@@ -465,7 +465,7 @@ async def open_loop(client: Client, params: OpenLoopParams) -> dict[str, Any]:
     # The operations not finished yet. Finished ones are let go at once: a list of every task
     # of the run kept ~40,000 of them (30 s at 657 msg/s) alive, and this client's own full
     # garbage collections grew with them to 160 ms every ~4.5 s, which every server's
-    # latencies counted (bench/results/PROFILE.md, session 38).
+    # latencies counted (bench/results/archive/profile-journal.md, 2026-11-29 (f545409)).
     pending: set[asyncio.Task[None]] = set()
     offered = 0
     lag_ms: list[float] = []  # how late the client issued operations (its own limit)
