@@ -1,4 +1,4 @@
-"""gateway.checksums against the reference test vectors (SQS-REFERENCE.md, "Checksums")."""
+"""gateway.checksums against the test vectors of docs/SQS-BEHAVIOUR.md, "Checksums"."""
 
 from __future__ import annotations
 
