@@ -1,4 +1,4 @@
-"""MD5OfMessageAttributes, written from the spec (SQS-REFERENCE.md, "Checksums") for e2e tests.
+"""MD5OfMessageAttributes, from the spec (docs/SQS-BEHAVIOUR.md, "Checksums"), for e2e tests.
 
 Independent of `gateway.common.checksums` on purpose: boto3 does not verify this digest, so the e2e
 tests compare the server's value with this one. Input is boto3's shape:

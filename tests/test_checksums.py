@@ -1,4 +1,4 @@
-"""gateway.common.checksums against the reference test vectors (SQS-REFERENCE.md, "Checksums")."""
+"""gateway.common.checksums against the test vectors of docs/SQS-BEHAVIOUR.md, "Checksums"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The MD5 digests SQS returns and the SDKs verify (see SQS-REFERENCE.md, "Checksums").
+"""The MD5 digests SQS returns and the SDKs verify (docs/SQS-BEHAVIOUR.md, "Checksums").
 
 The body's digest is `StoredMessage.md5_of_body`: computed once when a message is sent (or
 ingested from another producer) and stored with it, since every receive returns it.

@@ -1,4 +1,4 @@
-"""SQS quotas, in one place (values from SQS-REFERENCE.md)."""
+"""SQS quotas, in one place (values from docs/SQS-BEHAVIOUR.md, "Limits and quotas")."""
 
 from __future__ import annotations
 
