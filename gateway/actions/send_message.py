@@ -33,7 +33,8 @@ class SendMessageRequest:
 
 
 # The optional members of a send. Most sends name none of them: their getters are then
-# skipped, and a 1 KB message decodes in ~2.0 µs instead of ~3.8 (PROFILE.md, session 27).
+# skipped, and a 1 KB message decodes in ~2.0 µs instead of ~3.8 (bench/results/archive/
+# profile-journal.md, 2026-11-28 (46fd105)).
 _OPTIONAL_MEMBERS = frozenset(
     {
         "MessageAttributes",

@@ -9,7 +9,8 @@ everything the gateway keeps: each queue's catalog entry and partition state, an
 message's offset in its partition's visibility (`lease_store/visibility.py`). At seed 004's
 scale (10,000 queues, millions of messages) that was ~20 full collections every 30 s, each
 0.2 s and growing with the messages stored (3 s with 10 million stored and 5 million held),
-15-20 % of the gateway's time with the GIL held (bench/results/PROFILE.md, session 20).
+15-20 % of the gateway's time with the GIL held (bench/results/archive/profile-journal.md,
+2026-11-27 (7d628ec)).
 
 A young generation of `YOUNG_THRESHOLD` allocations is collected every few tens of
 milliseconds instead, so a request's objects are garbage by the time it is looked at twice

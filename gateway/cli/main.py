@@ -312,8 +312,8 @@ def _free_gateway() -> None:
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
-    """Run the gateway on uvloop when it is installed (measured faster: bench/results/
-    PROFILE.md), else on asyncio's own loop; `KQS_EVENT_LOOP=asyncio` forces the latter."""
+    """Run the gateway on uvloop when it is installed (measured faster: bench/results/archive/
+    profile-journal.md, 2026-11-22 (ec8dca0)), else on asyncio's own loop; `KQS_EVENT_LOOP=asyncio` forces the latter."""
     if os.environ.get("KQS_EVENT_LOOP", "uvloop") != "asyncio":
         try:
             import uvloop

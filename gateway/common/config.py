@@ -87,7 +87,8 @@ class Settings:
     http_front: str = field(default_factory=lambda: os.environ.get("KQS_HTTP_FRONT", "lean"))
     # Consumers the queue topics are read by, one gateway (topology/ingest.py IngestShards).
     # 1 until more is shown to pay: with 8, 10,000 queues × 20 messages sent no faster and
-    # cost 1 GB more RSS and half the queue-creation rate (bench/results/PROFILE.md, session 8).
+    # cost 1 GB more RSS and half the queue-creation rate (bench/results/archive/profile-journal.md,
+    # 2026-11-25 (0b1e1e5)).
     ingest_shards: int = field(default_factory=lambda: _env_int("KQS_INGEST_SHARDS", 1))
     offset_commit_interval_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_OFFSET_COMMIT_INTERVAL_S", "5"))

@@ -297,8 +297,8 @@ class LeanProtocol(asyncio.Protocol):
             # the loop's other work of this turn, instead of a turn later. So is a delete
             # while deletes find messages left in their queues: its consumer, answered
             # sooner, takes more. Other requests start as Tasks: answering empty receives
-            # sooner only makes short-polling consumers poll more (PROFILE.md, sessions 22
-            # and 34).
+            # sooner only makes short-polling consumers poll more (bench/results/archive/
+            # profile-journal.md, 2026-11-27 (1fba847) and 2026-11-29 (730104f)).
             start_now(self._answer_queued())  # which sets `_answering` itself
         else:
             self._answering = asyncio.get_running_loop().create_task(self._answer_queued())

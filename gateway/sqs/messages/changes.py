@@ -130,7 +130,8 @@ class Changing(Receiving):
         if not offsets:
             return outcomes, removed_by
         # Its consumer answered sooner takes more only while the queue has some to give: on an
-        # empty queue it would poll it sooner, for nothing (PROFILE.md, session 34).
+        # empty queue it would poll it sooner, for nothing (bench/results/archive/profile-journal.md,
+        # 2026-11-29 (730104f)).
         prompt = any(self._leases.has_visible(pk, now_ms) for pk in self.served(record))
         self.deletes_find_more = prompt
         try:

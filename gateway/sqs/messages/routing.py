@@ -62,7 +62,7 @@ class Routing(MessageState):
         A standard queue promises no order, so the partition is free. Produced to a partition
         another gateway serves, a message is receivable only once that owner's ingest fetch
         returns (up to `KQS_INGEST_FETCH_WAIT_MS`); produced to one served here, it is applied
-        from its delivery report. Measured with `kqs serve --workers 2` (session 8, PROFILE.md):
+        from its delivery report. Measured with `kqs serve --workers 2` (bench/results/archive/profile-journal.md, 2026-11-25 (0b1e1e5)):
         single calls ran at a quarter of one process's rate, send p99 550 ms.
         """
         if self._everything_here:

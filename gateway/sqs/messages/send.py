@@ -100,9 +100,9 @@ class Sending(Applying):
         `WANTED_FOR_MS`, or a long poll is parked on it): there the linger is latency
         nobody gains from, as the consumers spend what it saves on empty receives.
         Measured on side-by-side workload (b), 12 batch producers and 20 short-polling
-        consumers on one queue (bench/results/PROFILE.md, session 21): sends at p50 42 ->
+        consumers on one queue (bench/results/archive/profile-journal.md, 2026-11-27 (9fdcc3b)): sends at p50 42 ->
         31 ms, 1.24x the messages. A fill with no consumer at all has nobody to keep pace
-        with, and gains from the fill producer's shorter linger (session 36).
+        with, and gains from the fill producer's shorter linger (bench/results/archive/profile-journal.md, 2026-11-29 (20922b2)).
         """
         if not self._producer.crowded():
             return Linger.PROMPT
