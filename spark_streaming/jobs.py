@@ -9,7 +9,7 @@ its own checkpoint under ``<data dir>/analytics/checkpoints/<query>``:
     dlq-parquet      the same, closed windows only, append mode    -> analytics/dlq/
 
 ``kqs analytics`` calls ``run`` with ``local[2]``; on a cluster the same module is the
-``spark-submit`` application (see README, "Analytics"):
+``spark-submit`` application (see docs/CONFIGURATION.md, "Analytics on a Spark cluster"):
 
     spark-submit --jars <connector jars> --py-files spark_streaming.zip \\
         spark_streaming/jobs.py --bootstrap kafka:9092 --data-dir hdfs:///kqs
@@ -42,7 +42,7 @@ from spark_streaming.settings import AnalyticsSettings, add_run_arguments, setti
 log = logging.getLogger("kqs.analytics")
 
 # On Ctrl-C, how long the running batches (all queries together) may take to finish; the
-# queries and Spark then stop within a few seconds more (README: done within 10 s).
+# queries and Spark then stop within a few seconds more (docs/architecture/analytics.md: done within 10 s).
 STOP_PATIENCE_S = 4.0
 # How often the run loop checks that the queries are alive without being told (the
 # listener tells it at once; this only covers a listener call that never came).
