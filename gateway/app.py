@@ -63,7 +63,8 @@ from gateway.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
 from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandleCodec
-from lease_store.store import CommitListener, LeaseStore
+from lease_store.store import LeaseStore
+from lease_store.types import CommitListener
 from lease_store.value_class import value_class
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord

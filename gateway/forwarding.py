@@ -28,8 +28,9 @@ from gateway import errors
 from gateway.errors import OwnerGone, ServiceUnavailable, SqsError
 from gateway.fifo import FifoSent
 from lease_store.errors import LeaseError
+from lease_store.keys import PartitionKey
 from lease_store.records import LeaseFact, StoredMessage
-from lease_store.store import Counts, Delivery, PartitionKey
+from lease_store.types import Counts, Delivery
 from lease_store.value_class import value_class
 from topology.owners import Owner
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from gateway.events import EventSink
 from gateway.messages import MessageService
 from gateway.queues import QueueRegistry
-from lease_store.store import Counts
+from lease_store.types import Counts
 
 log = logging.getLogger("kqs.gauges")
 

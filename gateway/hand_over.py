@@ -31,8 +31,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from gateway.config import Settings
 from gateway.queues import partition_keys
+from lease_store.keys import PartitionKey
 from lease_store.rocks import RocksKeyValueStore
-from lease_store.store import LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.changelog import TOPIC_CONFIG as CHANGELOG_CONFIG

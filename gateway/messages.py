@@ -61,8 +61,10 @@ from gateway.waiters import QueueSignals
 from lease_store.clock import Clock
 from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
+from lease_store.keys import PartitionKey
 from lease_store.records import StoredMessage
-from lease_store.store import Counts, Delivery, LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
+from lease_store.types import Counts, Delivery
 from topology.catalog import QueueRecord
 from topology.changelog import Confirmation, LeaseChangelog
 from topology.ingest import Batch

@@ -69,8 +69,10 @@ from gateway.forwarding import Forwarder
 from gateway.messages import MessageService
 from gateway.queues import QueueRegistry, attribute_int, is_fifo, partition_keys
 from lease_store.clock import Clock
+from lease_store.keys import PartitionKey
 from lease_store.records import StoredMessage
-from lease_store.store import Delivery, LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
+from lease_store.types import Delivery
 from topology.catalog import QueueRecord
 from topology.move_task_log import LoggedTask, MoveTaskLog
 from topology.owners import Owner

@@ -43,7 +43,7 @@ from gateway.queue_attributes import (
     is_fifo_name,
     validate_redrive_allow_policy,
 )
-from lease_store.store import PartitionKey
+from lease_store.keys import PartitionKey
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.names import catalog_key

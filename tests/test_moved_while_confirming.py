@@ -31,9 +31,11 @@ from gateway.queues import QueueRegistry
 from gateway.waiters import QueueSignals
 from lease_store.clock import ManualClock
 from lease_store.handles import ReceiptHandleCodec
+from lease_store.keys import PartitionKey
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
-from lease_store.store import Counts, LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
+from lease_store.types import Counts
 from tests.test_pause_watch import Monotonic
 from topology.catalog import QueueRecord
 from topology.ingest import IngestConsumer

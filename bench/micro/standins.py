@@ -31,7 +31,8 @@ from gateway.config import Settings
 from lease_store.clock import Clock
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.rocks import RocksKeyValueStore
-from lease_store.store import CommitListener, LeaseStore
+from lease_store.store import LeaseStore
+from lease_store.types import CommitListener
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, CatalogSnapshot, OnCatalogRecords, QueueRecord
 from topology.events import EventPublisher
