@@ -71,11 +71,12 @@ from topology.catalog import Catalog, QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher, ensure_events_topic
+from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer, IngestShards
 from topology.move_task_log import MoveTaskLog
 from topology.names import CATALOG_TOPIC, REGION_PATTERN
 from topology.owners import Owner, OwnersDirectory
-from topology.producer import AsyncProducer, FollowerProducer, ProduceFailed
+from topology.producer import AsyncProducer, ProduceFailed
 from topology.segment_sync import SegmentSync
 from topology.topic_tail import TopicTail
 

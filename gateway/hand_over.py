@@ -40,9 +40,10 @@ from topology.changelog import TOPIC_CONFIG as CHANGELOG_CONFIG
 from topology.changelog import encode_state, fact_key, state_key
 from topology.client_log import LIBRDKAFKA
 from topology.consuming import watermarks
+from topology.follower_producer import FollowerProducer
 from topology.names import LEASES_TOPIC
 from topology.owners import Owner, OwnersDirectory
-from topology.producer import AsyncProducer, FollowerProducer
+from topology.producer import AsyncProducer
 
 log = logging.getLogger("kqs.hand_over")
 

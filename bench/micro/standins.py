@@ -36,9 +36,10 @@ from lease_store.types import CommitListener
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, CatalogSnapshot, OnCatalogRecords, QueueRecord
 from topology.events import EventPublisher
+from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer
 from topology.move_task_log import MoveTaskLog
-from topology.producer import AsyncProducer, Delivered, FollowerProducer, Linger, OnDelivered
+from topology.producer import AsyncProducer, Delivered, Linger, OnDelivered
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import from_record
 from topology.topic_tail import TopicTail
