@@ -31,8 +31,10 @@ from gateway.inspect_cli import add_inspect_subcommand
 from gateway.lean_http import LeanFront
 from gateway.workers import cpu_count, die_with_supervisor, run_workers, worker_index
 from spark_streaming.cli import add_analytics_subcommand
-from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker, log_dir
-from topology.broker_cli import add_kafka_subcommands
+from topology.embedded.broker import DEFAULT_HEAP, EmbeddedBroker
+from topology.embedded.broker_cli import add_kafka_subcommands
+from topology.embedded.broker_config import log_dir
+from topology.embedded.errors import BrokerError
 
 log = logging.getLogger("kqs.serve")
 

@@ -54,9 +54,9 @@ from gateway.config import Settings
 from gateway.queues import partition_keys, queue_arn
 from lease_store.rocks import ReadOnlyRocksKeyValueStore
 from lease_store.store import LeaseStore
-from topology import broker
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
+from topology.embedded import broker
 from topology.names import INGEST_GROUP
 from topology.producer import AsyncProducer
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from topology import maven
+from topology.embedded import maven
 
 logger = logging.getLogger("kqs.analytics.jars")
 

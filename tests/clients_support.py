@@ -37,7 +37,7 @@ import pytest
 from botocore.config import Config
 
 from tests.harness import free_port
-from topology import file_lock
+from topology.embedded import file_lock
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = REPO / "tests"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from topology import maven
+from topology.embedded import maven
 
 FAKE_MVN = """#!/bin/sh
 echo "$@" >> "{calls}"
