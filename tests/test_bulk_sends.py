@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bench.micro.standins import InstantProducer, Log
 from gateway.messages import WANTED_FOR_MS, MessageService
 from gateway.waiters import QueueSignals
 from lease_store.clock import ManualClock
@@ -23,6 +22,7 @@ from lease_store.store import LeaseStore
 from tests.test_moved_while_confirming import T0, registry_of
 from topology.catalog import QueueRecord
 from topology.producer import Delivered, Linger
+from topology.standins import InstantProducer, Log
 
 ORDERS = QueueRecord("000000000000", "orders", "ab" * 16, 1)
 AUDIT = QueueRecord("000000000000", "audit", "cd" * 16, 1)

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 import pytest
 from confluent_kafka import KafkaError
 
-from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
 from gateway.errors import OwnerGone, ServiceUnavailable
 from gateway.events import EventSink
 from gateway.fifo import FifoSent
@@ -41,6 +40,7 @@ from topology.catalog import QueueRecord
 from topology.ingest import IngestConsumer
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import ProduceFailed
+from topology.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
 
 ME = Owner("gateway-here", "http://127.0.0.1:1")
 NEXT = Owner("gateway-next", "http://127.0.0.1:2")
