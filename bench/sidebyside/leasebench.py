@@ -27,7 +27,10 @@ from pathlib import Path
 from lease_store.records import StoredMessage
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.store import LeaseStore
-from lease_store.keys import PartitionKey
+try:
+    from lease_store.keys import PartitionKey
+except ImportError:  # a tree from before store.py's key layout moved to keys.py
+    from lease_store.store import PartitionKey
 backlog, iterations = int(sys.argv[1]), int(sys.argv[2])
 with tempfile.TemporaryDirectory() as tmp:
     store = LeaseStore(RocksKeyValueStore(Path(tmp) / "leases"))
