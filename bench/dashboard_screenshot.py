@@ -24,7 +24,7 @@ from dashboard.server import DashboardServer
 from tests.browser import find_chromium, screenshot
 from tests.dashboard_builders import create_topics, produce, sample_traffic, summary_when
 from tests.harness import free_port
-from topology import broker
+from topology.embedded import broker
 
 
 def main() -> int:

@@ -30,8 +30,8 @@ from gateway.observability.events import KafkaEventSink
 from lease_store.clock import SystemClock
 from tests.builders import a_message
 from tests.harness import GatewayProcess, free_port, json_client
-from topology import broker
 from topology.catalog import QueueRecord
+from topology.embedded import broker
 from topology.events import EventPublisher
 
 

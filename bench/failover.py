@@ -36,7 +36,7 @@ from typing import Any
 
 from bench.sidebyside.loadgen import Client
 from bench.sidebyside.servers import free_port
-from topology.broker import EmbeddedBroker
+from topology.embedded.broker import EmbeddedBroker
 
 RESULTS = Path(__file__).parent / "results"
 SECRET = "failover-bench-shared-secret"

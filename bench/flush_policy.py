@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness import free_port
-from topology import broker
 from topology.admin import TopicAdmin
+from topology.embedded import broker
 from topology.producer import AsyncProducer
 
 PAYLOAD = b"x" * 1024

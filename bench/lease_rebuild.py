@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.receive_backlog import fill, topic_of, wait_ingested
 from tests.harness import GatewayProcess, free_port, json_client
-from topology import broker
+from topology.embedded import broker
 
 
 def rebuild_log(gateway: GatewayProcess) -> dict[str, Any]:

@@ -50,10 +50,11 @@ from lease_store.store import LeaseStore
 from topology.catalog import QueueRecord, partition_keys
 from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
+from topology.follower_producer import FollowerProducer
 from topology.ingest import Ingest
 from topology.names import CATALOG_TOPIC, REGION_PATTERN
 from topology.owners import Owner, OwnersDirectory
-from topology.producer import AsyncProducer, FollowerProducer
+from topology.producer import AsyncProducer
 from topology.topic_tail import TopicTail
 
 log = logging.getLogger("kqs.gateway")

@@ -10,14 +10,16 @@ from collections.abc import Iterable, Mapping
 from gateway.cluster.lease_recovery import open_lease_store
 from gateway.common.config import Settings
 from lease_store.clock import Clock
-from lease_store.store import CommitListener, LeaseStore
+from lease_store.store import LeaseStore
+from lease_store.types import CommitListener
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord
 from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher
+from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer, IngestShards
 from topology.move_task_log import MoveTaskLog
-from topology.producer import AsyncProducer, FollowerProducer
+from topology.producer import AsyncProducer
 from topology.segment_sync import SegmentSync
 
 log = logging.getLogger("kqs.gateway")

@@ -1,6 +1,6 @@
 """FIFO queues in the lease store: the deduplication window and the message-group locks.
 
-Key families (next to `store.py`'s; integers big-endian):
+Key families (next to `keys.py`'s; integers big-endian):
 
     U <partition key> <scope key>                 -> DedupEntry (the deduplication window)
     W <partition key> <sent_ms:8> <scope key>     -> empty      (the window's time index)
@@ -27,7 +27,9 @@ delete, a visibility change, a lease that ends or an expiry needs no `G` write; 
 receive that finds the lock released rewrites or drops it. A receive takes a group's visible
 messages in log order, as many as it may, before the next group's.
 
-Nothing here does I/O beyond the `get` it is handed.
+The functions do no I/O beyond the `get` they are handed. `FifoOperations` holds the lease
+store's operations on these keys and its receives for grouped messages (FIFO queues, and fair
+standard queues' turns); `LeaseStore` (store.py) builds on it.
 """
 
 from __future__ import annotations
@@ -36,9 +38,14 @@ import hashlib
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 
+from lease_store import state
+from lease_store.core import StoreCore
+from lease_store.keys import PartitionKey, _fact_key
 from lease_store.kv import WriteBatch
-from lease_store.records import StoredMessage
+from lease_store.records import LeaseFact, StoredMessage
+from lease_store.types import Delivery, ReceiveOutcome, _Batch
 
 DEDUPLICATION_WINDOW_MS = 5 * 60 * 1000
 SCOPE_QUEUE = "queue"
@@ -46,6 +53,7 @@ SCOPE_MESSAGE_GROUP = "messageGroup"
 
 _I64 = struct.Struct(">q")
 _ENTRY = struct.Struct(">qq")
+_FIFO_GROUP_CACHE = 50_000  # offsets per partition whose message group is kept in memory
 
 Get = Callable[[bytes], bytes | None]
 
@@ -177,3 +185,208 @@ def encode_group_lock(offsets: list[int]) -> bytes:
 
 def decode_group_lock(raw: bytes) -> list[int]:
     return [offset for (offset,) in _I64.iter_unpack(raw)]
+
+
+def group_locked(pk: PartitionKey, group: str, now_ms: int, get: Get) -> bool:
+    """Whether a message the group's last receive took is still out of sight."""
+    raw = get(group_key(pk.prefix, group))
+    if raw is None:
+        return False
+    for offset in decode_group_lock(raw):
+        fact_raw = get(_fact_key(pk, offset))
+        if fact_raw is not None and LeaseFact.decode(fact_raw).visible_at_ms > now_ms:
+            return True
+    return False
+
+
+class FifoOperations(StoreCore):
+    """`LeaseStore`'s operations for FIFO queues (the deduplication window, the group locks and
+    the receives that honour them) and fair standard queues (groups take turns)."""
+
+    def deduplication_entry(
+        self, pk: PartitionKey, scope_key: bytes, now_ms: int
+    ) -> DedupEntry | None:
+        """The message first sent under `scope_key` in the 5 minutes before `now_ms`, if any."""
+        return window_entry(self._kv.get, pk.prefix, scope_key, now_ms)
+
+    def prune_deduplication(self, pk: PartitionKey, now_ms: int, limit: int = 1000) -> int:
+        """Forget up to `limit` deduplication entries sent 5 minutes or more before `now_ms`."""
+        start = b"W" + pk.prefix
+        end = start + _I64.pack(max(now_ms - DEDUPLICATION_WINDOW_MS + 1, 0))
+        rows = self._kv.scan(start, end, limit=limit)
+        if rows:
+            batch = WriteBatch()
+            prune_rows(batch_get(batch, self._kv.get), batch, pk.prefix, rows)
+            self._kv.write(batch)
+        return len(rows)
+
+    def prune_group_locks(self, pk: PartitionKey, now_ms: int) -> int:
+        """Drop the group locks no message holds any more; returns how many were dropped.
+
+        A receive rewrites the locks of the groups it meets, but a group that sends nothing
+        more would keep its lock key for ever: a periodic sweep calls this.
+        """
+        start = b"G" + pk.prefix
+        released = [
+            key
+            for key, _ in self._kv.scan(start, start + b"\xff" * 16)
+            if not group_locked(pk, key[len(start) :].decode(), now_ms, self._kv.get)
+        ]
+        if released:
+            batch = WriteBatch()
+            for key in released:
+                batch.delete(key)
+            self._kv.write(batch)
+        return len(released)
+
+    def receive_fifo(
+        self,
+        pk: PartitionKey,
+        now_ms: int,
+        max_messages: int,
+        visibility_ms: int,
+        retention_ms: int,
+        max_receive_count: int | None = None,
+        dead_letter_hold_ms: int = 30_000,
+        scan_limit: int = 10_000,
+        hold_ms: int | None = None,
+    ) -> ReceiveOutcome:
+        """`receive` for a FIFO queue: message groups in order, one consumer at a time.
+
+        Nothing is taken from a group while one of its messages is in flight (its lock, see
+        the module header); of the groups that are free, the one whose visible message comes first in
+        the log gives all it can, in log order, then the next. A message held for a
+        dead-letter move keeps its group locked, so the rest of the group waits for the move.
+        At most `scan_limit` visible messages are looked at (those of locked groups are
+        skipped, so a locked group with a long backlog costs a scan of it).
+
+        With `hold_ms`, the messages are held as `hold` holds them (a message move task),
+        not received, and their groups are locked meanwhile all the same.
+        """
+        st = self._state(pk)
+        now_ms = self._not_before_sweep(st, now_ms)
+        vis = self._swept(pk, now_ms)
+        outcome = ReceiveOutcome()
+        if not vis.visible:
+            return outcome
+        batch = _Batch()
+        get = batch_get(batch, self._kv.get)
+        locked: dict[str, bool] = {}
+        candidates: dict[str, list[int]] = {}  # group -> offsets, groups in first-seen order
+        groups = self._fifo_groups.setdefault(pk, {})
+        if len(groups) > _FIFO_GROUP_CACHE:
+            groups.clear()  # a bound, not an eviction policy: it refills as receives scan
+        # Visible messages are looked at a page at a time, pages doubling from twice the number
+        # wanted (small first: an unread message's group costs a read), and a page is read to
+        # its end even when enough were found: the first free group then gives all it has in
+        # the page, not only what came before the others.
+        found = 0
+        page = page_end = max(16, 2 * max_messages)
+        for scanned, offset in enumerate(islice(vis.ready_in_order(), scan_limit), 1):
+            group = groups.get(offset)
+            if group is None:
+                group = groups[offset] = self._message(pk, offset).message_group_id or ""
+            if group not in locked:
+                locked[group] = group_locked(pk, group, now_ms, get)
+            if not locked[group]:
+                candidates.setdefault(group, []).append(offset)
+                found += 1
+            if scanned == page_end:
+                if found >= max_messages:
+                    break
+                page = min(2 * page, 1024)
+                page_end += page
+        taken: dict[str, list[int]] = {}
+        for group, offsets in candidates.items():
+            for offset in offsets:
+                if len(outcome.delivered) + len(outcome.dead_letter) >= max_messages:
+                    break
+                message = self._message(pk, offset)
+                fact = self._require_fact(pk, offset)
+                if state.is_expired(fact, now_ms, retention_ms):
+                    self._drop(pk, offset, fact, batch)
+                    outcome.expired += 1
+                    outcome.expired_ids.append(message.message_id)
+                    continue
+                if hold_ms is not None:
+                    held = fact.with_visible_at(now_ms + hold_ms)
+                    self._replace_fact(pk, st, offset, held, batch)
+                    outcome.delivered.append(Delivery(offset, held, message))
+                    taken.setdefault(group, []).append(offset)
+                    continue
+                if state.exceeds_max_receives(fact, max_receive_count):
+                    held = fact.with_visible_at(now_ms + dead_letter_hold_ms)
+                    self._replace_fact(pk, st, offset, held, batch)
+                    outcome.dead_letter.append(Delivery(offset, held, message))
+                    taken.setdefault(group, []).append(offset)
+                    break  # the rest of the group waits for the move
+                leased = state.receive(fact, now_ms, visibility_ms)
+                self._replace_fact(pk, st, offset, leased, batch)
+                outcome.delivered.append(Delivery(offset, leased, message))
+                self._received_ids.remember((pk.prefix, offset), (message.message_id, fact.sent_ms))
+                taken.setdefault(group, []).append(offset)
+        for group in candidates:
+            if group in taken:
+                batch.put(group_key(pk.prefix, group), encode_group_lock(taken[group]))
+            elif get(group_key(pk.prefix, group)) is not None:
+                batch.delete(group_key(pk.prefix, group))  # a released lock
+        self._commit(pk, st, batch)
+        return outcome
+
+    def receive_fair(
+        self,
+        pk: PartitionKey,
+        now_ms: int,
+        max_messages: int,
+        visibility_ms: int,
+        retention_ms: int,
+        max_receive_count: int | None = None,
+        dead_letter_hold_ms: int = 30_000,
+        scan_limit: int = 10_000,
+    ) -> ReceiveOutcome:
+        """`receive` for a fair standard queue (messages with MessageGroupId): groups take turns.
+
+        The visible messages are read in log order (at most `scan_limit`, until as many
+        groups as `max_messages` were seen), then taken one per group in turn, groups in the
+        order their first message comes, so a group that floods the queue does not keep the
+        others' messages waiting behind its backlog. Messages without a group form one group.
+        Nothing is locked: this is a standard queue.
+        """
+        st = self._state(pk)
+        now_ms = self._not_before_sweep(st, now_ms)
+        vis = self._swept(pk, now_ms)
+        outcome = ReceiveOutcome()
+        if not vis.visible:
+            return outcome
+        groups = self._fifo_groups.setdefault(pk, {})
+        if len(groups) > _FIFO_GROUP_CACHE:
+            groups.clear()
+        queues: dict[str, list[int]] = {}  # group -> its visible offsets, groups in log order
+        for offset in islice(vis.ready_in_order(), scan_limit):
+            group = groups.get(offset)
+            if group is None:
+                group = groups[offset] = self._message(pk, offset).message_group_id or ""
+            queues.setdefault(group, []).append(offset)
+            if len(queues) >= max_messages and len(queues[group]) == 1:
+                break  # as many groups as messages wanted: enough to take turns
+        turns: list[int] = []  # round robin: each group's first, then each group's second...
+        depth = 0
+        while len(turns) < max_messages and any(len(q) > depth for q in queues.values()):
+            turns += [q[depth] for q in queues.values() if len(q) > depth]
+            depth += 1
+        batch = _Batch()
+        for offset in turns[:max_messages]:
+            self._take(
+                pk,
+                st,
+                offset,
+                now_ms,
+                visibility_ms,
+                retention_ms,
+                max_receive_count,
+                dead_letter_hold_ms,
+                batch,
+                outcome,
+            )
+        self._commit(pk, st, batch)
+        return outcome

@@ -37,19 +37,13 @@ import struct
 from dataclasses import dataclass, field
 
 from lease_store import fifo, state
-from lease_store.kv import KeyValueStore, WriteBatch
-from lease_store.records import LeaseFact, StoredMessage
 
 # The lease store's key layout, shared on purpose: a rebuild writes exactly what the store
 # would have written.
-from lease_store.store import (
-    PartitionKey,
-    PartitionState,
-    _expiry_key,
-    _fact_key,
-    _message_key,
-    _state_key,
-)
+from lease_store.keys import PartitionKey, _expiry_key, _fact_key, _message_key, _state_key
+from lease_store.kv import KeyValueStore, WriteBatch
+from lease_store.records import LeaseFact, StoredMessage
+from lease_store.types import PartitionState
 
 _I64 = struct.Struct(">q")
 _MAX_OFFSET = (1 << 63) - 1

@@ -3,7 +3,7 @@
 PySpark from PyPI ships Spark itself but not its Kafka connector. Spark's own answer,
 ``spark.jars.packages``, resolves through Ivy on every session start and needs the network
 each time; instead, like the broker jars, this module resolves them once with Maven
-(``topology/maven.py``) and passes the local files with ``spark.jars``. It runs only where
+(``topology/embedded/maven.py``) and passes the local files with ``spark.jars``. It runs only where
 the job is launched, never in the code ``spark-submit`` ships (``jobs.py`` does not import
 it), so unlike the rest of this package it may use ``topology``::
 
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from topology import maven
+from topology.embedded import maven
 
 logger = logging.getLogger("kqs.analytics.jars")
 
@@ -72,7 +72,7 @@ def cached_jars(cache_dir: Path | None = None, version: str | None = None) -> li
 def fetch(cache_dir: Path | None = None, version: str | None = None) -> list[Path]:
     """Make sure the connector jars of ``version`` (default: installed PySpark) are cached.
 
-    Only the first call downloads (``topology/maven.py``: an interrupted fetch is never taken
+    Only the first call downloads (``topology/embedded/maven.py``: an interrupted fetch is never taken
     for a finished one). Raises JarsError when Maven is missing or fails.
     """
     version = version or spark_version()

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from lease_store.handles import ReceiptHandle
+from lease_store.keys import PartitionKey
 from lease_store.kv import KeyValueStore
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import AttributeValue, LeaseFact, StoredMessage
 from lease_store.rocks import RocksKeyValueStore
-from lease_store.store import PartitionKey
 
 T0 = 1_700_000_000_000
 """The start time of every test's ManualClock, in ms since the epoch."""

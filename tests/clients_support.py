@@ -9,7 +9,7 @@ each piece at most once and later sessions reuse it::
     <cache>/go-clients-<hash>/sqs-roundtrip        tests/go (Go module proxy; ~/go/pkg/mod)
     <cache>/versitygw-<version>/bin/versitygw      the S3 server (go install)
 
-A finished build writes ``.kqs-complete`` last (``topology/maven.py``'s convention); a file
+A finished build writes ``.kqs-complete`` last (``topology/embedded/maven.py``'s convention); a file
 lock keeps two processes from building the same thing at once. A missing toolchain (java,
 mvn, node, npm, go) makes the tests that need it fail under ``CI`` and skip elsewhere, saying
 why (`require_tool`). ``python -m tests.clients_support`` builds everything it can ahead of
@@ -37,7 +37,7 @@ import pytest
 from botocore.config import Config
 
 from tests.harness import free_port
-from topology import file_lock
+from topology.embedded import file_lock
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = REPO / "tests"

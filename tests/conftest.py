@@ -21,7 +21,7 @@ from tests.harness import (
     kafka_for_tests,
     query_client,
 )
-from topology import broker
+from topology.embedded import broker
 
 # How `scripts/test` spreads the suite over two pytest-xdist workers (`--dist loadgroup`):
 # each module is a unit (its module-scoped brokers start once), and the modules that run

@@ -1,7 +1,7 @@
 """Real processes and real clients for end-to-end tests.
 
 * a Kafka broker: `KQS_KAFKA_BOOTSTRAP` if set, else a testcontainers Kafka where a Docker
-  engine answers, else the jar broker of `topology.broker` (what CI uses);
+  engine answers, else the jar broker of `topology.embedded.broker` (what CI uses);
 * a gateway: `kqs serve` as its own process, so tests can SIGKILL and restart it;
 * SQS clients: boto3 speaking JSON 1.0, and botocore speaking Query with the last SQS model
   that used it (botocore 1.34.89), fetched from PyPI once into the cache.
@@ -32,7 +32,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from topology import broker, file_lock
+from topology.embedded import broker, broker_config, file_lock
 
 QUERY_BOTOCORE_VERSION = "1.34.89"
 # `new_queue(prefix, **attributes) -> queue URL`, the conftest fixture's type.
@@ -83,7 +83,7 @@ def kafka_for_tests(work_dir: Path) -> Iterator[str]:
         return
     data_dir = work_dir / "kafka"
     info = broker.start(data_dir, port=free_port(), controller_port=free_port())
-    LOG_DIRS[info.bootstrap] = broker.log_dir(data_dir)
+    LOG_DIRS[info.bootstrap] = broker_config.log_dir(data_dir)
     try:
         yield info.bootstrap
     finally:
@@ -111,7 +111,9 @@ class KafkaCluster:
         )
         cluster_id = broker.new_cluster_id()
         self.nodes = [
-            broker.ClusterNode(i + 1, voters, cluster_id, replication_factor, min_insync_replicas)
+            broker_config.ClusterNode(
+                i + 1, voters, cluster_id, replication_factor, min_insync_replicas
+            )
             for i in range(size)
         ]
         self.data_dirs = [work_dir / f"kafka-{i + 1}" for i in range(size)]

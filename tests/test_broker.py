@@ -1,4 +1,4 @@
-"""Tests for topology.broker: a real Kafka broker from Maven Central jars.
+"""Tests for topology.embedded.broker: a real Kafka broker from Maven Central jars.
 
 The lifecycle test downloads the jars on its first run (cached in $KQS_CACHE_DIR or
 ~/.cache/kqs afterwards) and starts a real JVM, so it takes tens of seconds.
@@ -21,7 +21,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from topology import broker, broker_cli
+from topology.embedded import broker, broker_cli, jars
+from topology.embedded.errors import BrokerError
 
 
 def _free_port() -> int:
@@ -79,7 +80,7 @@ def _consume_one(bootstrap: str, topic: str) -> bytes:
 
 
 def test_broker_lifecycle(data_dir: Path) -> None:
-    broker.fetch()
+    jars.fetch()
     port, controller_port = _free_port(), _free_port()
 
     info = broker.start(data_dir, port=port, controller_port=controller_port)
@@ -157,7 +158,7 @@ def test_start_on_port_in_use_raises(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(broker.BrokerError, match="in use"):
+        with pytest.raises(BrokerError, match="in use"):
             broker.start(tmp_path / "kafka", port=port, controller_port=_free_port())
     assert not (tmp_path / "kafka" / "broker.pid").exists()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bench.micro.standins import InstantProducer, Log
 from gateway.sqs.messages.send import WANTED_FOR_MS
 from gateway.sqs.messages.service import MessageService
 from gateway.sqs.waiters import QueueSignals
@@ -24,6 +23,7 @@ from lease_store.store import LeaseStore
 from tests.test_moved_while_confirming import T0, registry_of
 from topology.catalog import QueueRecord
 from topology.producer import Delivered, Linger
+from topology.standins import InstantProducer, Log
 
 ORDERS = QueueRecord("000000000000", "orders", "ab" * 16, 1)
 AUDIT = QueueRecord("000000000000", "audit", "cd" * 16, 1)

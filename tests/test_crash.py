@@ -22,7 +22,7 @@ import pytest
 
 from tests.crash_workload import RECEIVE_WAIT_S, VISIBILITY_TIMEOUT_S, Verdict, Workload
 from tests.harness import GatewayProcess, KafkaCluster, free_port, json_client
-from topology import broker
+from topology.embedded import broker, broker_config
 
 
 @dataclass(frozen=True)
@@ -280,7 +280,7 @@ def test_broker_sigkill_cycles(kafka_dir: Path, tmp_path: Path) -> None:
 
 
 def _segment_sync(kafka_dir: Path) -> dict[str, str]:
-    return {"KQS_SEGMENT_SYNC_DIR": str(broker.log_dir(kafka_dir))}
+    return {"KQS_SEGMENT_SYNC_DIR": str(broker_config.log_dir(kafka_dir))}
 
 
 SCALE_OUT_ENV = {

@@ -21,7 +21,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.harness import NO_RETRIES, GatewayProcess, free_port, json_client, query_client
-from topology import broker
+from topology.embedded import broker
 
 # A failing call must give up within this bound (the producer's delivery timeout is 15 s,
 # admin requests time out after 10 s).

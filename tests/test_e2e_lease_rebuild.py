@@ -21,8 +21,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from lease_store.keys import PartitionKey
 from lease_store.memory import MemoryKeyValueStore
-from lease_store.store import PartitionKey
 from tests.harness import GatewayProcess, eventually, json_client
 from tests.prometheus_text import scrape
 from topology.consuming import as_bytes

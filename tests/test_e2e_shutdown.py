@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.harness import GatewayProcess, free_port, json_client, signed_headers
 from tests.prometheus_text import scrape
-from topology import broker
+from topology.embedded import broker
 
 SENDERS = 4
 

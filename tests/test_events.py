@@ -13,7 +13,8 @@ import pytest
 from gateway.observability.events import KafkaEventSink
 from lease_store.clock import ManualClock
 from lease_store.records import AttributeValue
-from lease_store.store import Counts, Delivery, LeaseStore
+from lease_store.store import LeaseStore
+from lease_store.types import Counts, Delivery
 from tests.builders import DAY_MS, SECOND_MS, T0, a_fact, a_message, a_partition, on_every_backend
 from tests.builders import records as queue_records
 from tests.harness import free_port

@@ -13,7 +13,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from tests.harness import free_port
 from topology.admin import TopicAdmin
-from topology.producer import FollowerProducer, ProduceFailed
+from topology.follower_producer import FollowerProducer
+from topology.producer import ProduceFailed
 
 
 def _new_topic(bootstrap: str) -> str:

@@ -9,7 +9,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from topology.admin import TopicAdmin
-from topology.producer import FollowerProducer
+from topology.follower_producer import FollowerProducer
 
 
 def _records(bootstrap: str, topic: str, count: int) -> list[tuple[bytes | None, bytes | None]]:

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from tests.harness import free_port
-from topology.producer import FollowerProducer, ProduceFailed
+from topology.follower_producer import FollowerProducer
+from topology.producer import ProduceFailed
 from topology.record_format import MAX_RECORD_BYTES
 
 TOO_LARGE = b"x" * (MAX_RECORD_BYTES + 1024)

@@ -14,7 +14,8 @@ from tests.harness import free_port
 from tests.test_follower_drop import _read_keys
 from tests.test_pause_watch import Monotonic
 from topology.admin import TopicAdmin
-from topology.producer import FollowerProducer, ProduceFailed
+from topology.follower_producer import FollowerProducer
+from topology.producer import ProduceFailed
 from topology.stall import SETTLE_S, STALL_S
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.observability.gauges import GaugeThrottle
-from lease_store.store import Counts
+from lease_store.types import Counts
 
 
 class _Clock:

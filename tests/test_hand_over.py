@@ -13,8 +13,8 @@ from lease_store.records import LeaseFact
 from lease_store.store import LeaseStore
 from tests.builders import T0, a_partition, records
 from topology.changelog import fact_key
+from topology.follower_producer import FollowerProducer
 from topology.names import LEASES_TOPIC
-from topology.producer import FollowerProducer
 
 PK = a_partition()
 

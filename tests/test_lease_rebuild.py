@@ -7,11 +7,13 @@ compaction would. A rebuild from that and the queue records must give back the s
 from __future__ import annotations
 
 from lease_store.clock import ManualClock
+from lease_store.keys import PartitionKey
 from lease_store.kv import KeyValueStore
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.rebuild import LeaseRebuild, PartitionPlan
 from lease_store.records import LeaseFact, StoredMessage
-from lease_store.store import Counts, LeaseStore, PartitionKey, PartitionState
+from lease_store.store import LeaseStore
+from lease_store.types import Counts, PartitionState
 from tests.builders import (
     DAY_MS,
     SECOND_MS,

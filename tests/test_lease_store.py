@@ -11,14 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from lease_store import keys as store_keys
 from lease_store import state
-from lease_store import store as store_keys
 from lease_store.clock import ManualClock
 from lease_store.errors import LeaseError, MessageNotAvailable
+from lease_store.keys import PartitionKey
 from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.state import MessageState
-from lease_store.store import Counts, LeaseStore, PartitionKey, PartitionState, ReceiveOutcome
+from lease_store.store import LeaseStore
+from lease_store.types import Counts, PartitionState, ReceiveOutcome
 from tests.builders import (
     DAY_MS,
     SECOND_MS,

@@ -4,7 +4,8 @@ run against every `KeyValueStore` backend with a manual clock."""
 from __future__ import annotations
 
 from lease_store.clock import ManualClock
-from lease_store.store import Counts, LeaseStore
+from lease_store.store import LeaseStore
+from lease_store.types import Counts
 from tests.builders import (
     DAY_MS,
     SECOND_MS,

@@ -14,7 +14,8 @@ from lease_store.clock import ManualClock
 from lease_store.kv import KeyValueStore
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
-from lease_store.store import Counts, LeaseStore
+from lease_store.store import LeaseStore
+from lease_store.types import Counts
 from tests.builders import (
     DAY_MS,
     MINUTE_MS,

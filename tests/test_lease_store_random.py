@@ -13,10 +13,11 @@ import random
 import pytest
 
 from lease_store.errors import LeaseError
+from lease_store.keys import PartitionKey
 from lease_store.kv import KeyValueStore
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
-from lease_store.store import LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
 from tests.builders import DAY_MS, SECOND_MS, T0, a_partition
 
 PK = a_partition()

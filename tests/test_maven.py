@@ -1,4 +1,4 @@
-"""The cached Maven fetch (`topology/maven.py`), with a stand-in `mvn` on PATH.
+"""The cached Maven fetch (`topology/embedded/maven.py`), with a stand-in `mvn` on PATH.
 
 The stand-in is a shell script that does what `dependency:copy-dependencies` does to the
 file system (jars into `-DoutputDirectory`), records each call, and can fail like Maven.
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from topology import maven
+from topology.embedded import maven
 
 FAKE_MVN = """#!/bin/sh
 echo "$@" >> "{calls}"

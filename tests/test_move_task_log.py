@@ -3,8 +3,8 @@ forgets it, an older record read back late never replaces a newer one."""
 
 from __future__ import annotations
 
-from bench.micro.standins import InstantProducer, Log, NullAdmin
 from topology.move_task_log import LoggedTask, MoveTaskLog
+from topology.standins import InstantProducer, Log, NullAdmin
 
 
 def a_log() -> MoveTaskLog:

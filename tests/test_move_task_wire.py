@@ -19,7 +19,7 @@ from gateway.cluster.forwarding import (
 )
 from gateway.common.errors import InvalidParameterValue, ResourceNotFound, SqsError
 from gateway.sqs.move_tasks import MoveTaskStatus, MoveTaskSummary, encode_handle
-from lease_store.store import Delivery
+from lease_store.types import Delivery
 from tests.builders import a_fact, a_message, an_in_flight_fact
 
 SOURCE_ARN = "arn:aws:sqs:us-east-1:000000000000:orders-dlq"

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 import pytest
 from confluent_kafka import KafkaError
 
-from bench.micro.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
 from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.ownership import GroupOwnership
 from gateway.cluster.pause_watch import PauseWatch
@@ -31,14 +30,17 @@ from gateway.sqs.queues import QueueRegistry
 from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import ManualClock
 from lease_store.handles import ReceiptHandleCodec
+from lease_store.keys import PartitionKey
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
-from lease_store.store import Counts, LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
+from lease_store.types import Counts
 from tests.test_pause_watch import Monotonic
 from topology.catalog import QueueRecord
 from topology.ingest import IngestConsumer
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import ProduceFailed
+from topology.standins import CountingFollower, EmptyCatalog, InstantProducer, Log, NullAdmin
 
 ME = Owner("gateway-here", "http://127.0.0.1:1")
 NEXT = Owner("gateway-next", "http://127.0.0.1:2")

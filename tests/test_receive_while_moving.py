@@ -13,8 +13,9 @@ from gateway.cluster.ownership import GroupOwnership
 from gateway.sqs.messages.service import MessageService
 from gateway.sqs.queues import queue_arn
 from lease_store.clock import ManualClock
+from lease_store.keys import PartitionKey
 from lease_store.records import StoredMessage
-from lease_store.store import Delivery, PartitionKey
+from lease_store.types import Delivery
 from tests.test_moved_while_confirming import T0, gateway_serving_the_queue, take
 from topology.catalog import QueueRecord
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from bench.micro.standins import InstantProducer, Log
 from gateway.sqs.messages.service import MessageService
 from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import ManualClock
@@ -24,6 +23,7 @@ from lease_store.store import LeaseStore
 from tests.test_moved_while_confirming import T0, registry_of
 from topology.catalog import QueueRecord
 from topology.producer import Delivered, ProduceFailed
+from topology.standins import InstantProducer, Log
 
 ORDERS = QueueRecord("000000000000", "orders", "ab" * 16, 1)
 

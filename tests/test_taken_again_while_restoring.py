@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from bench.micro.standins import Log
 from gateway.cluster.ownership import GroupOwnership
 from lease_store.clock import ManualClock
 from lease_store.memory import MemoryKeyValueStore
@@ -30,6 +29,7 @@ from tests.test_moved_while_confirming import (
 from topology.catalog import QueueRecord
 from topology.ingest import Partitions
 from topology.owners import Owner
+from topology.standins import Log
 
 QUEUE = QueueRecord("000000000000", "orders", "ab" * 16, 2)
 ELSEWHERE = Owner("gateway-elsewhere", "http://127.0.0.1:2")

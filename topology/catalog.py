@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Any, Protocol
 
-from lease_store.store import PartitionKey
+from lease_store.keys import PartitionKey
 from topology.admin import TopicAdmin
 from topology.names import CATALOG_TOPIC, catalog_key, queue_topic
 from topology.producer import AsyncProducer

@@ -36,10 +36,12 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lease_store.store import PartitionKey, PartitionState
+from lease_store.keys import PartitionKey
+from lease_store.types import PartitionState
 from topology.admin import TopicAdmin
+from topology.follower_producer import FollowerProducer
 from topology.names import LEASES_TOPIC
-from topology.producer import AsyncProducer, Delivered, FollowerProducer
+from topology.producer import AsyncProducer, Delivered
 
 log = logging.getLogger("kqs.changelog")
 

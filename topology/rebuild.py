@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from lease_store.keys import PartitionKey
 from lease_store.kv import KeyValueStore
 from lease_store.rebuild import LeaseRebuild, PartitionPlan, RebuildStats
 from lease_store.records import LeaseFact, StoredMessage
-from lease_store.store import PartitionKey
 from topology.changelog import parse_key, purge_watermark
 from topology.client_log import LIBRDKAFKA
 from topology.consuming import as_bytes, decode_queue_record, poll_batch, watermarks

@@ -16,8 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from lease_store.keys import PartitionKey
 from lease_store.rocks import RocksKeyValueStore
-from lease_store.store import LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
 from tests.builders import a_message
 
 RETENTION_MS = 4 * 86_400_000

@@ -28,7 +28,11 @@ import json, resource, sys, tempfile, time
 from pathlib import Path
 from lease_store.records import StoredMessage
 from lease_store.rocks import RocksKeyValueStore
-from lease_store.store import LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
+try:
+    from lease_store.keys import PartitionKey
+except ImportError:  # a tree from before store.py's key layout moved to keys.py
+    from lease_store.store import PartitionKey
 n = int(sys.argv[1])
 pk = PartitionKey(b"\x01" * 16, 0)
 now = 1_700_000_000_000

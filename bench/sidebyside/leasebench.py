@@ -26,7 +26,11 @@ import json, sys, tempfile, time
 from pathlib import Path
 from lease_store.records import StoredMessage
 from lease_store.rocks import RocksKeyValueStore
-from lease_store.store import LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
+try:
+    from lease_store.keys import PartitionKey
+except ImportError:  # a tree from before store.py's key layout moved to keys.py
+    from lease_store.store import PartitionKey
 backlog, iterations = int(sys.argv[1]), int(sys.argv[2])
 with tempfile.TemporaryDirectory() as tmp:
     store = LeaseStore(RocksKeyValueStore(Path(tmp) / "leases"))

@@ -5,7 +5,7 @@ stopped with its whole process tree.
   idempotence, fsync of every record, synced RocksDB writes). Its tree is the gateway process
   plus the broker JVM it launches (a child in a process group of its own), and both are measured.
 * ElasticMQ: `org.elasticmq:elasticmq-server_2.13`, the newest 1.x on Maven Central, resolved
-  once with Maven into `~/.cache/kqs/elasticmq-1.x/` (`topology/maven.py`, the same as
+  once with Maven into `~/.cache/kqs/elasticmq-1.x/` (`topology/embedded/maven.py`, the same as
   the Kafka jars), run with `org.elasticmq.server.Main`, in-memory defaults, a generated
   config that only sets host and port.
 * moto: `moto_server` (moto[server] from the `bench` extra), threaded werkzeug, in memory.
@@ -37,7 +37,7 @@ from typing import Any
 import psutil
 
 from bench.sidebyside.cores import pin
-from topology import broker, file_lock, maven
+from topology.embedded import file_lock, jars, maven
 
 ELASTICMQ_GROUP = "org.elasticmq"
 ELASTICMQ_ARTIFACT = "elasticmq-server_2.13"
@@ -58,7 +58,7 @@ def free_port() -> int:
 
 def elasticmq_home(cache_dir: Path | None = None) -> Path:
     """The cached ElasticMQ server (the newest 1.x when first fetched), fetching it if absent."""
-    cache = (cache_dir or broker.default_cache_dir()).expanduser().resolve()
+    cache = (cache_dir or jars.default_cache_dir()).expanduser().resolve()
     home = cache / "elasticmq-1.x"
     return maven.fetch_once(home, _elasticmq_pom(), _check_elasticmq, what="ElasticMQ 1.x")
 
@@ -174,7 +174,7 @@ def kqs_version() -> str:
         text=True,
         check=False,
     ).stdout.strip()
-    return f"kqs {version('kqs')} ({commit}), kafka {broker.KAFKA_VERSION}"
+    return f"kqs {version('kqs')} ({commit}), kafka {jars.KAFKA_VERSION}"
 
 
 def start_kqs(
@@ -333,7 +333,7 @@ def node_bin_dir() -> Path:
 
 def fauxqs_home(cache_dir: Path | None = None) -> Path:
     """The cached npm install of fauxqs `FAUXQS_VERSION`, installing it the first time."""
-    cache = (cache_dir or broker.default_cache_dir()).expanduser().resolve()
+    cache = (cache_dir or jars.default_cache_dir()).expanduser().resolve()
     home = cache / "npm" / f"fauxqs-{FAUXQS_VERSION}"
     if (home / _FAUXQS_DONE).is_file():
         return home

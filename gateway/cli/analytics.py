@@ -59,7 +59,7 @@ def _progress_logging() -> None:
 def _embedded_or_configured_bootstrap(args: argparse.Namespace) -> str:
     if args.bootstrap:
         return str(args.bootstrap)
-    from topology import broker
+    from topology.embedded import broker
 
     status = broker.status(Path(args.data_dir) / "kafka")
     if status.running and status.bootstrap:

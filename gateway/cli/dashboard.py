@@ -11,7 +11,7 @@ from pathlib import Path
 from dashboard.server import DEFAULT_PORT, run_dashboard
 from gateway.common.config import Settings
 from gateway.observability import logs
-from topology import broker
+from topology.embedded import broker
 
 log = logging.getLogger("kqs.dashboard")
 

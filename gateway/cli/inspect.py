@@ -54,9 +54,9 @@ from gateway.common.config import Settings
 from gateway.sqs.queues import queue_arn
 from lease_store.rocks import ReadOnlyRocksKeyValueStore
 from lease_store.store import LeaseStore
-from topology import broker
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord, partition_keys
+from topology.embedded import broker
 from topology.names import INGEST_GROUP
 from topology.producer import AsyncProducer
 

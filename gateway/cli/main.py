@@ -33,8 +33,10 @@ from gateway.http.lean_http import LeanFront
 from gateway.http.pipeline import drain, lean_front
 from gateway.iam.config import ConfigError, Directory, load_directory
 from gateway.observability import logs
-from topology.broker import DEFAULT_HEAP, BrokerError, EmbeddedBroker, log_dir
-from topology.broker_cli import add_kafka_subcommands
+from topology.embedded.broker import DEFAULT_HEAP, EmbeddedBroker
+from topology.embedded.broker_cli import add_kafka_subcommands
+from topology.embedded.broker_config import log_dir
+from topology.embedded.errors import BrokerError
 
 log = logging.getLogger("kqs.serve")
 

@@ -28,8 +28,9 @@ from gateway.common import errors
 from gateway.common.errors import OwnerGone, ServiceUnavailable, SqsError
 from gateway.common.results import FifoSent, QueueGaugeParts, Received
 from lease_store.errors import LeaseError
+from lease_store.keys import PartitionKey
 from lease_store.records import LeaseFact, StoredMessage
-from lease_store.store import Counts, Delivery, PartitionKey
+from lease_store.types import Counts, Delivery
 from topology.owners import Owner
 
 log = logging.getLogger("kqs.forwarding")

@@ -30,17 +30,19 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from gateway.common.config import Settings
+from lease_store.keys import PartitionKey
 from lease_store.rocks import RocksKeyValueStore
-from lease_store.store import LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord, partition_keys
 from topology.changelog import TOPIC_CONFIG as CHANGELOG_CONFIG
 from topology.changelog import encode_state, fact_key, state_key
 from topology.client_log import LIBRDKAFKA
 from topology.consuming import watermarks
+from topology.follower_producer import FollowerProducer
 from topology.names import LEASES_TOPIC
 from topology.owners import Owner, OwnersDirectory
-from topology.producer import AsyncProducer, FollowerProducer
+from topology.producer import AsyncProducer
 
 log = logging.getLogger("kqs.hand_over")
 

@@ -19,8 +19,10 @@ from pathlib import Path
 
 from gateway.common import limits
 from lease_store.clock import Clock
+from lease_store.keys import FORMAT_VERSION
 from lease_store.rocks import RocksKeyValueStore
-from lease_store.store import FORMAT_VERSION, CommitListener, LeaseStore
+from lease_store.store import LeaseStore
+from lease_store.types import CommitListener
 from topology.catalog import QueueRecord, partition_keys
 from topology.rebuild import RebuildTarget, rebuild_leases
 

@@ -29,9 +29,9 @@ from gateway.cluster.pause_watch import PauseWatch
 from lease_store.clock import Clock
 from lease_store.store import LeaseStore
 from topology.catalog import QueueLookup, QueueRecord, partition_keys
+from topology.follower_producer import FollowerProducer
 from topology.ingest import IngestConsumer, Partitions
 from topology.owners import Owner, OwnersDirectory
-from topology.producer import FollowerProducer
 from topology.rebuild import rebuild_leases
 
 log = logging.getLogger("kqs.ownership")

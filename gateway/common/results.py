@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lease_store.store import Counts, Delivery
+from lease_store.types import Counts, Delivery
 from lease_store.value_class import value_class
 
 

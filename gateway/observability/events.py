@@ -16,7 +16,7 @@ from typing import Concatenate, ParamSpec, Protocol
 
 from lease_store.clock import Clock
 from lease_store.records import StoredMessage
-from lease_store.store import Counts, Delivery
+from lease_store.types import Counts, Delivery
 from topology import event_format
 from topology.catalog import QueueRecord
 from topology.event_format import Event

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from gateway.observability.events import EventSink
-from lease_store.store import Counts
+from lease_store.types import Counts
 from topology.catalog import QueueLookup, QueueRecord
 
 log = logging.getLogger("kqs.gauges")

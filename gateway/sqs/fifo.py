@@ -30,8 +30,9 @@ from gateway.common.results import FifoSent, Received
 from lease_store import fifo
 from lease_store.clock import Clock
 from lease_store.errors import LeaseError
+from lease_store.keys import PartitionKey
 from lease_store.records import StoredMessage
-from lease_store.store import LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
 from topology.catalog import QueueRecord, group_partition, partition_keys
 from topology.owners import Owner
 

@@ -69,8 +69,10 @@ from gateway.common.errors import (
 from gateway.sqs.messages.service import MessageService
 from gateway.sqs.queues import QueueRegistry, attribute_int, is_fifo
 from lease_store.clock import Clock
+from lease_store.keys import PartitionKey
 from lease_store.records import StoredMessage
-from lease_store.store import Delivery, LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
+from lease_store.types import Delivery
 from topology.catalog import QueueRecord, partition_keys
 from topology.move_task_log import LoggedTask, MoveTaskLog
 from topology.owners import Owner

@@ -12,8 +12,8 @@ from gateway.sqs.messages.state import ApplyTarget
 from gateway.sqs.queues import (
     is_fifo,
 )
+from lease_store.keys import PartitionKey
 from lease_store.records import StoredMessage
-from lease_store.store import PartitionKey
 from topology.catalog import QueueRecord, partition_keys
 from topology.ingest import Batch
 from topology.producer import Delivered

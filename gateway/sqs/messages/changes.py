@@ -17,7 +17,7 @@ from gateway.sqs.queues import (
 )
 from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandle
-from lease_store.store import PartitionKey
+from lease_store.keys import PartitionKey
 from topology.catalog import QueueRecord
 
 log = logging.getLogger("kqs.messages")

@@ -20,7 +20,8 @@ from gateway.sqs.messages.send import Sending
 from gateway.sqs.queues import (
     attribute_int,
 )
-from lease_store.store import Counts, PartitionKey
+from lease_store.keys import PartitionKey
+from lease_store.types import Counts
 from topology.catalog import QueueRecord, partition_keys
 from topology.owners import Owner
 

@@ -21,7 +21,8 @@ from gateway.sqs.queues import (
     redrive_target,
 )
 from lease_store.handles import ReceiptHandle
-from lease_store.store import Delivery, PartitionKey
+from lease_store.keys import PartitionKey
+from lease_store.types import Delivery
 from topology.catalog import QueueRecord, partition_keys
 
 log = logging.getLogger("kqs.messages")

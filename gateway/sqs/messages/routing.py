@@ -25,7 +25,7 @@ from gateway.sqs.queues import (
 )
 from lease_store.errors import LeaseError
 from lease_store.handles import ReceiptHandle
-from lease_store.store import PartitionKey
+from lease_store.keys import PartitionKey
 from topology.catalog import QueueRecord, partition_keys
 from topology.changelog import Confirmation
 from topology.owners import Owner

@@ -35,8 +35,9 @@ from gateway.sqs.queues import (
 from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import Clock
 from lease_store.handles import ReceiptHandleCodec
+from lease_store.keys import PartitionKey
 from lease_store.records import StoredMessage
-from lease_store.store import LeaseStore, PartitionKey
+from lease_store.store import LeaseStore
 from topology.catalog import QueueRecord
 from topology.changelog import LeaseChangelog
 from topology.producer import AsyncProducer

@@ -5,8 +5,8 @@ Docker is not always available (CI sandboxes, developer laptops with policies), 
 Kafka download site is not a package registry. Maven Central is, and it carries every jar
 a broker needs. So this module:
 
-* ``fetch`` resolves ``org.apache.kafka:kafka_2.13`` plus an SLF4J -> log4j2 binding with
-  Maven into a per-user cache (once; later calls return immediately);
+* ``fetch`` (``jars.py``) resolves ``org.apache.kafka:kafka_2.13`` plus an SLF4J -> log4j2
+  binding with Maven into a per-user cache (once; later calls return immediately);
 * ``start`` formats a KRaft data directory on first use and launches ``kafka.Kafka`` as a
   detached JVM (combined broker + controller, node id 1), then waits until the broker
   answers metadata requests;
@@ -29,18 +29,17 @@ Everything about a running broker lives in its data directory::
     <data_dir>/broker.out          JVM stdout/stderr (crashes before logging starts land here)
     <data_dir>/kraft-logs/         Kafka's log.dirs (topic data and the KRaft metadata log)
 
+The generated files are ``broker_config.py``'s, the pid file and the signals ``process.py``'s.
 All functions are blocking; async callers should run them in an executor.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -50,27 +49,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape as xml_escape
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from topology import file_lock, maven
+from topology.embedded import file_lock
+from topology.embedded.broker_config import (
+    _LOG_DIRS,
+    _LOG_FILE,
+    ClusterNode,
+    _atomic_write,
+    _java_command,
+    _write_log4j_config,
+    _write_server_properties,
+)
+from topology.embedded.errors import BrokerError
+from topology.embedded.jars import KAFKA_VERSION, _require_java, fetch
+from topology.embedded.process import (
+    _CHILDREN,
+    _owner_alive,
+    _pid_alive,
+    _pid_file,
+    _running_pid,
+    _signal,
+    _wait_for_exit,
+)
 
 logger = logging.getLogger("kqs.broker")
 
-# 4.4.0 is listed on Maven Central but its kafka-tools-api artifact is not published there,
-# so it cannot be resolved; 4.3.1 is the newest 4.x release whose full runtime closure is.
-KAFKA_VERSION = "4.3.1"
-SCALA_BINARY_VERSION = "2.13"
-# Must match the log4j-core that kafka-server itself depends on, otherwise Maven's
-# nearest-wins rule could pair an slf4j2 binding with a different log4j-core.
-LOG4J_VERSION = "2.25.4"
-# Kafka's published pom still pins slf4j-api 1.7.36; the 2.x API is binary compatible with
-# callers compiled against 1.7 and is what log4j-slf4j2-impl binds to.
-SLF4J_VERSION = "2.0.17"
-# Maven 3.8 defaults to maven-dependency-plugin 2.8 (2013); pin a current one.
-MIN_JAVA_MAJOR = 17  # Kafka 4.x brokers require Java 17+
 
 DEFAULT_PORT = 9092
 DEFAULT_CONTROLLER_PORT = 9093
@@ -83,41 +89,9 @@ DEFAULT_HEAP = "2g"
 DEFAULT_READY_TIMEOUT = 60.0
 DEFAULT_STOP_TIMEOUT = 30.0
 
-_NODE_ID = 1
-_PID_FILE = "broker.pid"
 _STATE_FILE = "broker.json"
-_CONFIG_FILE = "server.properties"
-_LOG4J_FILE = "log4j2.xml"
-_LOG_FILE = "broker.log"
 _OUT_FILE = "broker.out"
-_LOG_DIRS = "kraft-logs"
 _LOCK_FILE = ".broker.lock"
-
-# Popen objects of brokers launched by this process. Keeping them lets stop() reap the
-# child (no zombie) and stops Popen.__del__ from warning that the child is still running.
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-
-@dataclass(frozen=True)
-class ClusterNode:
-    """One node of a multi-node KRaft cluster of jar brokers (each a combined broker and
-    controller), for tests and local trials of a replicated deployment.
-
-    Every node is formatted with the same ``cluster_id`` and lists the same ``voters``
-    (``"1@127.0.0.1:19093,2@..."``), so the controllers form one quorum; its topics default
-    to ``replication_factor`` replicas, of which ``min_insync_replicas`` must acknowledge an
-    ``acks=all`` write.
-    """
-
-    node_id: int
-    voters: str
-    cluster_id: str
-    replication_factor: int = 3
-    min_insync_replicas: int = 2
-
-
-class BrokerError(RuntimeError):
-    """A broker could not be fetched, started or stopped; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -159,145 +133,6 @@ class BrokerStatus:
     @property
     def log_file(self) -> Path:
         return self.data_dir / _LOG_FILE
-
-
-# --------------------------------------------------------------------------- fetch
-
-
-def default_cache_dir() -> Path:
-    """``$KQS_CACHE_DIR`` or ``~/.cache/kqs``: outside the repo, shared by all checkouts."""
-    env = os.environ.get("KQS_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "kqs"
-
-
-def kafka_home(cache_dir: Path | None = None) -> Path:
-    """Where ``fetch`` puts (or put) the pinned Kafka version; its jars are in ``libs/``."""
-    return (cache_dir or default_cache_dir()).expanduser().resolve() / f"kafka-{KAFKA_VERSION}"
-
-
-def is_fetched(cache_dir: Path | None = None) -> bool:
-    return maven.is_complete(kafka_home(cache_dir))
-
-
-def fetch(cache_dir: Path | None = None) -> Path:
-    """Make sure the Kafka jars are in the cache and return the Kafka home directory.
-
-    Only the first call downloads (through Maven, from Maven Central; see `maven.py`).
-    """
-    home = kafka_home(cache_dir)
-    if maven.is_complete(home):
-        return home
-    _require_java()
-    logger.info(
-        "resolving kafka %s jars from Maven Central into %s (first time only)",
-        KAFKA_VERSION,
-        home,
-    )
-    began = time.monotonic()
-    try:
-        maven.fetch_once(home, _fetch_pom(), _check_libs, what=f"the Kafka {KAFKA_VERSION} jars")
-    except maven.MavenError as exc:
-        raise BrokerError(str(exc)) from exc
-    logger.info(
-        "kafka %s jars ready jars=%d elapsed=%.1fs home=%s",
-        KAFKA_VERSION,
-        len(maven.marker(home)["jars"]),
-        time.monotonic() - began,
-        home,
-    )
-    return home
-
-
-def _fetch_pom() -> str:
-    kafka_artifact = f"kafka_{SCALA_BINARY_VERSION}"
-    return f"""<?xml version="1.0" encoding="UTF-8"?>
-<!-- Generated by kqs (topology/broker.py): only used to resolve the broker's jars. -->
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>kqs.local</groupId>
-  <artifactId>kafka-broker-libs</artifactId>
-  <version>{KAFKA_VERSION}</version>
-  <packaging>pom</packaging>
-  <dependencyManagement>
-    <dependencies>
-      <dependency>
-        <groupId>org.slf4j</groupId>
-        <artifactId>slf4j-api</artifactId>
-        <version>{SLF4J_VERSION}</version>
-      </dependency>
-      <dependency>
-        <groupId>org.apache.logging.log4j</groupId>
-        <artifactId>log4j-api</artifactId>
-        <version>{LOG4J_VERSION}</version>
-      </dependency>
-    </dependencies>
-  </dependencyManagement>
-  <dependencies>
-    <dependency>
-      <groupId>org.apache.kafka</groupId>
-      <artifactId>{kafka_artifact}</artifactId>
-      <version>{KAFKA_VERSION}</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-slf4j2-impl</artifactId>
-      <version>{LOG4J_VERSION}</version>
-      <scope>runtime</scope>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-core</artifactId>
-      <version>{LOG4J_VERSION}</version>
-      <scope>runtime</scope>
-    </dependency>
-  </dependencies>
-</project>
-"""
-
-
-def _check_libs(scratch: Path) -> dict[str, Any]:
-    libs = scratch / "libs"
-    jars = sorted(p.name for p in libs.glob("*.jar"))
-    expected = [
-        f"kafka_{SCALA_BINARY_VERSION}-{KAFKA_VERSION}.jar",
-        f"log4j-slf4j2-impl-{LOG4J_VERSION}.jar",
-        f"log4j-core-{LOG4J_VERSION}.jar",
-    ]
-    missing = [name for name in expected if name not in jars]
-    if missing:
-        raise BrokerError(f"maven finished but {libs} lacks {', '.join(missing)}; retry the fetch")
-    return {"kafka_version": KAFKA_VERSION, "jars": jars}
-
-
-# --------------------------------------------------------------------------- tools
-
-
-def _require_tool(name: str, advice: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise BrokerError(f"'{name}' not found on PATH: {advice}")
-    return path
-
-
-def _require_java() -> str:
-    java = _require_tool(
-        "java",
-        f"install a Java {MIN_JAVA_MAJOR}+ runtime (e.g. `apt-get install openjdk-17-jre-headless`)",
-    )
-    result = subprocess.run(
-        [java, "-version"], capture_output=True, text=True, timeout=60, check=False
-    )
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
-    if match is not None:
-        major = int(match.group(1))
-        if major == 1 and match.group(2):  # "1.8.0_392" style
-            major = int(match.group(2))
-        if major < MIN_JAVA_MAJOR:
-            raise BrokerError(
-                f"{java} is Java {major}, but Kafka {KAFKA_VERSION} needs Java "
-                f"{MIN_JAVA_MAJOR}+; install a newer JDK or put it first on PATH"
-            )
-    return java
 
 
 # --------------------------------------------------------------------------- start
@@ -436,16 +271,6 @@ def _adopt_if_orphaned(info: BrokerInfo, owner_pid: int | None) -> BrokerInfo:
     return replace(info, adopted=True)
 
 
-def _owner_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _is_zombie(pid)
-
-
 def _ensure_port_free(host: str, port: int) -> None:
     # SO_REUSEADDR mirrors what the JVM does, so a socket lingering in TIME_WAIT doesn't
     # count as "in use" but a live listener does.
@@ -480,142 +305,6 @@ def _read_state(data_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
-
-
-def log_dir(data_dir: Path) -> Path:
-    """The broker's `log.dirs`: a directory per topic partition, holding its segments."""
-    return data_dir / _LOG_DIRS
-
-
-def _write_server_properties(
-    data_dir: Path,
-    host: str,
-    port: int,
-    controller_port: int,
-    flush_every_message: bool,
-    cluster: ClusterNode | None = None,
-) -> Path:
-    props: dict[str, str | int] = {
-        # Combined mode: one JVM is both the KRaft controller and the broker.
-        "process.roles": "broker,controller",
-        "node.id": _NODE_ID,
-        # A static voter set (rather than 4.x's dynamic controller.quorum.bootstrap.servers)
-        # lets a later start use a different controller port without re-formatting.
-        "controller.quorum.voters": f"{_NODE_ID}@{host}:{controller_port}",
-        "controller.listener.names": "CONTROLLER",
-        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": str(log_dir(data_dir)),
-        # Internal topics default to 3 replicas, which one node can never satisfy.
-        "offsets.topic.replication.factor": 1,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
-        "share.coordinator.state.topic.replication.factor": 1,
-        "share.coordinator.state.topic.min.isr": 1,
-        "min.insync.replicas": 1,
-        "default.replication.factor": 1,
-        "num.partitions": 1,
-        # kqs creates its topics explicitly; a typo must not silently create a topic.
-        "auto.create.topics.enable": "false",
-        # Nobody else will join, so don't make the first consumer wait 3 s for them.
-        "group.initial.rebalance.delay.ms": 0,
-        # One node serving one gateway on the same machine (often the same core): Kafka's
-        # server-sized thread pools (3 network, 8 I/O, 10 background) only add context
-        # switches. Measured with the benchmark's single and batch workloads, server pinned
-        # to one core: 1.22x and 1.18x the messages, 0.80x and 0.85x the CPU per message,
-        # together with the serial collector below (bench/results/PROFILE.md, session 6).
-        "num.network.threads": 1,
-        "num.io.threads": 2,
-        "background.threads": 2,
-        "num.recovery.threads.per.data.dir": 1,
-        "log.cleaner.threads": 1,
-        # How often the log flusher looks for logs due a time-based flush: only topics with a
-        # `flush.ms` have one (the queue topics whose records the gateway syncs itself; see
-        # topology/admin.py SYNCED_BY_GATEWAY). Kafka's default is never.
-        "log.flush.scheduler.interval.ms": 10_000,
-    }
-    if cluster is not None:
-        replicas, min_isr = cluster.replication_factor, cluster.min_insync_replicas
-        props |= {
-            "node.id": cluster.node_id,
-            "controller.quorum.voters": cluster.voters,
-            "offsets.topic.replication.factor": replicas,
-            "transaction.state.log.replication.factor": replicas,
-            "transaction.state.log.min.isr": min_isr,
-            "share.coordinator.state.topic.replication.factor": replicas,
-            "share.coordinator.state.topic.min.isr": min_isr,
-            "min.insync.replicas": min_isr,
-            "default.replication.factor": replicas,
-            # A replica that was not in sync never becomes leader: no acknowledged record
-            # is lost to an election (Kafka's default, stated because it is the point).
-            "unclean.leader.election.enable": "false",
-        }
-    if flush_every_message:
-        props["log.flush.interval.messages"] = 1
-    lines = ["# Generated by kqs (topology/broker.py) on every start; edits are overwritten."]
-    lines += [f"{key}={_escape_property(str(value))}" for key, value in props.items()]
-    path = data_dir / _CONFIG_FILE
-    _atomic_write(path, "\n".join(lines) + "\n")
-    return path
-
-
-def _escape_property(value: str) -> str:
-    # java.util.Properties treats backslash as an escape character.
-    return value.replace("\\", "\\\\")
-
-
-def _write_log4j_config(data_dir: Path) -> None:
-    log_file = xml_escape(str(data_dir / _LOG_FILE), {'"': "&quot;"})
-    # Everything goes to one size-capped file; the console (broker.out) stays quiet so
-    # that it only shows JVM-level failures.
-    xml = f"""<?xml version="1.0" encoding="UTF-8"?>
-<!-- Generated by kqs (topology/broker.py) on every start; edits are overwritten. -->
-<Configuration status="warn">
-  <Appenders>
-    <RollingFile name="broker" fileName="{log_file}" filePattern="{log_file}.%i">
-      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
-      <Policies>
-        <SizeBasedTriggeringPolicy size="50 MB"/>
-      </Policies>
-      <DefaultRolloverStrategy max="3"/>
-    </RollingFile>
-  </Appenders>
-  <Loggers>
-    <Root level="INFO">
-      <AppenderRef ref="broker"/>
-    </Root>
-    <!-- Per-request lines would dwarf everything else at INFO. -->
-    <Logger name="kafka.request.logger" level="WARN"/>
-  </Loggers>
-</Configuration>
-"""
-    _atomic_write(data_dir / _LOG4J_FILE, xml)
-
-
-def _java_command(java: str, home: Path, data_dir: Path, heap: str) -> list[str]:
-    return [
-        java,
-        "-Xms128m",
-        f"-Xmx{heap}",
-        # The serial collector: no concurrent GC threads or G1 barriers competing with the
-        # gateway for a small machine. Its full collections stop the broker for a while
-        # (about a second with the ~700 MB live heap of 10,000 topics); young ones are short.
-        "-XX:+UseSerialGC",
-        # C1 only. With tiered compilation C2 compiled the broker's code for as long as it
-        # was measured (three fills of 100,000 messages, ~3 minutes: ~20 µs of C2 thread CPU
-        # per message in each, ~12 % of the server core the gateway shares), to make the
-        # data plane ~3 µs per message cheaper than C1's code (bench/results/PROFILE.md,
-        # session 11). The broker's heavy lifting (CRC32C, copies, sockets, fsync) is
-        # intrinsics and native code either way.
-        "-XX:TieredStopAtLevel=1",
-        "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={data_dir / _LOG4J_FILE}",
-        f"-Dkafka.logs.dir={data_dir}",
-        "-cp",
-        str(home / "libs" / "*"),  # expanded by the JVM, not by a shell
-    ]
 
 
 def _format_storage_once(
@@ -784,79 +473,6 @@ def status(data_dir: Path) -> BrokerStatus:
         owner_pid=owner_pid,
         owner_alive=owner_pid is not None and _owner_alive(owner_pid),
     )
-
-
-def _pid_file(data_dir: Path) -> Path:
-    return data_dir / _PID_FILE
-
-
-def _running_pid(data_dir: Path) -> int | None:
-    """The pid from the pid file if that process is alive and is this data dir's broker."""
-    try:
-        pid = int(_pid_file(data_dir).read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        return None
-    if not _pid_alive(pid):
-        return None
-    # After a reboot the pid may belong to an unrelated process; the broker's command line
-    # names its config file, which is unique to the data dir.
-    cmdline = _cmdline(pid)
-    if cmdline is not None and str(data_dir / _CONFIG_FILE) not in cmdline:
-        return None
-    return pid
-
-
-def _pid_alive(pid: int) -> bool:
-    child = _CHILDREN.get(pid)
-    if child is not None:
-        return child.poll() is None  # also reaps it, so it can't linger as a zombie
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, but belongs to someone else
-    return not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except OSError:
-        return False
-    # The state letter follows the parenthesised command name, which may contain spaces.
-    return stat.rpartition(")")[2].split()[:1] == ["Z"]
-
-
-def _cmdline(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None  # no /proc (macOS) or gone: fall back to trusting the pid
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def _signal(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
-def _wait_for_exit(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _pid_alive(pid):
-            return True
-        time.sleep(0.1)
-    return not _pid_alive(pid)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _last_line_matching(path: Path, pattern: str) -> str | None:

@@ -3,7 +3,7 @@
 ``add_kafka_subcommands`` hangs these under an existing argparse parser (the ``kqs`` CLI).
 Each subcommand sets ``func`` to a handler that takes the parsed namespace and returns an
 exit code, so the caller ends with ``return args.func(args)``; a BrokerError is reported as
-one line on stderr with exit code 1. ``python -m topology.broker_cli start`` etc. runs the
+one line on stderr with exit code 1. ``python -m topology.embedded.broker_cli start`` etc. runs the
 same commands standalone.
 """
 
@@ -15,7 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from topology import broker
+from topology.embedded import broker, jars
+from topology.embedded.errors import BrokerError
 
 DEFAULT_DATA_DIR = Path("data/kafka")
 
@@ -33,7 +34,7 @@ def add_kafka_subcommands(
     )
     commands = kafka.add_subparsers(dest="kafka_command", metavar="COMMAND", required=True)
 
-    fetch = commands.add_parser("fetch", help=f"download Kafka {broker.KAFKA_VERSION} jars (once)")
+    fetch = commands.add_parser("fetch", help=f"download Kafka {jars.KAFKA_VERSION} jars (once)")
     _add_cache_dir(fetch)
     fetch.set_defaults(func=_guarded(_cmd_fetch))
 
@@ -93,8 +94,8 @@ def _add_cache_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
-    home = broker.fetch(args.cache_dir)
-    _out(f"kafka {broker.KAFKA_VERSION} jars in {home / 'libs'}")
+    home = jars.fetch(args.cache_dir)
+    _out(f"kafka {jars.KAFKA_VERSION} jars in {home / 'libs'}")
     return 0
 
 
@@ -162,7 +163,7 @@ def _guarded(handler: Handler) -> Handler:
             logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
         try:
             return handler(args)
-        except broker.BrokerError as exc:
+        except BrokerError as exc:
             sys.stderr.write(f"kqs kafka: error: {exc}\n")
             return 1
 
@@ -170,7 +171,7 @@ def _guarded(handler: Handler) -> Handler:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m topology.broker_cli")
+    parser = argparse.ArgumentParser(prog="python -m topology.embedded.broker_cli")
     # add_kafka_subcommands is shaped for the `kqs` CLI; standalone, use the `kafka`
     # parser's own subcommands at top level.
     root = parser.add_subparsers(dest="command", required=True)

@@ -1,6 +1,6 @@
 """Jars from Maven Central, resolved once into a local cache directory.
 
-The broker jars (`topology/broker.py`), Spark's Kafka connector (`spark_streaming/jars.py`)
+The broker jars (`topology/embedded/jars.py`), Spark's Kafka connector (`spark_streaming/jars.py`)
 and the benchmark's ElasticMQ (`bench/sidebyside/servers.py`) all arrive the same way: a
 generated pom names what is wanted, `mvn dependency:copy-dependencies` copies it and its
 runtime closure into a scratch directory, the caller checks and arranges what arrived, and
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from topology import file_lock
+from topology.embedded import file_lock
 
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 MARKER = ".kqs-complete"
