@@ -7,7 +7,7 @@ the visibility index was on disk (until format 3) it was scanned from the start 
 partition's range on every receive, and without floors each receive walked over the entries
 of every message received since the last compaction: measured in process on workload (a)'s
 pattern, the lease-store cost per message reached 24.7 ms after 8,000 messages (0.9 ms with
-floors and iterators bounded by the end of their range; bench/results/PROFILE.md). The facts
+floors and iterators bounded by the end of their range; bench/results/archive/profile-journal.md). The facts
 (`backlog_start`, a partition's load) and the expiry index (`expire`, the oldest message) are
 scanned from their start the same way.
 

@@ -20,7 +20,7 @@ _FACT = struct.Struct(">qqiqq")
 _U32 = struct.Struct(">I")
 # StoredMessage format 3: tag, sent ms, delay s, receive count, first receive ms, the MD5
 # digest of the body, the byte lengths of the 7 text fields and of the attributes' JSON (see
-# `StoredMessage.encode`). Format 2 (sessions 10-17) is the same without the digest.
+# `StoredMessage.encode`). Format 2 (written from ca539b9 to b1502d1) is the same without the digest.
 _V3 = struct.Struct(">Bqiiq16sIIIIIIII")
 _V2 = struct.Struct(">BqiiqIIIIIIII")
 _FORMAT_3 = 3
@@ -254,7 +254,7 @@ class StoredMessage:
 
     @classmethod
     def _decode_format_1(cls, raw: bytes) -> StoredMessage:
-        """Format 1 (before session 10): a 4-byte length, JSON metadata, the body. Its first
+        """Format 1 (before ca539b9): a 4-byte length, JSON metadata, the body. Its first
         byte is 0 (metadata under 16 MiB), so it never starts with format 2's tag."""
         (meta_len,) = _U32.unpack_from(raw)
         meta = json.loads(raw[4 : 4 + meta_len])

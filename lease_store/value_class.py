@@ -6,7 +6,7 @@ and `dataclasses.replace` makes changed copies. At run time it is a slotted data
 a plain `__init__` and the hash a frozen one would have. A frozen dataclass's `__init__`
 sets each field through `object.__setattr__` to get past its own guard; for the 13 fields
 of a `StoredMessage` that took 3.8 µs of a 9.1 µs decode, and a drained message builds
-several such records (bench/results/PROFILE.md, session 14). mypy's check stands in for the
+several such records (bench/results/archive/profile-journal.md, 2026-11-26 (4149d12)). mypy's check stands in for the
 run-time guard.
 """
 

@@ -3,7 +3,7 @@
 Under a consumer that keeps up, a message lives for tens of milliseconds: sent, received,
 deleted. Writing its fact, stored copy and expiry entry at ingest, its fact again at the
 receive and three deletes at the end cost more than everything else the lease store does
-for it (bench/results/PROFILE.md, session 31: with none of those writes, workload (b) moved
+for it (bench/results/archive/profile-journal.md, 2026-11-28 (b6e3cb9): with none of those writes, workload (b) moved
 1.25x the messages). A young message is kept here instead; if it is still live after
 `max_age_ms` (or when too many are held) the store writes it like any other.
 

@@ -15,7 +15,7 @@ Events are the most frequent records the gateway writes (one per message sent, o
 receive or delete request, single calls: three per message), so their cost per record matters
 more than their latency: librdkafka reports only failed deliveries (a Python callback per
 delivered event took the GIL from the request path as often as requests arrived), and a long
-linger sends them in few, large requests. Measured on workload (a) of `bench/sidebyside`: see bench/results/PROFILE.md.
+linger sends them in few, large requests. Measured on workload (a) of `bench/sidebyside`: see bench/results/archive/profile-journal.md.
 """
 
 from __future__ import annotations

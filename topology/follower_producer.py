@@ -59,8 +59,8 @@ class FollowerProducer:
     librdkafka then waits up to `FOLLOW_LINGER_MS` to fill a produce request: each request
     costs the broker's one request thread ~0.15 ms whatever it carries, and with one
     gateway a lease change's durable record is the synced WAL, so the changelog may lag by
-    that much (`pending` says how many records are not in Kafka yet). Measured in session 9
-    (PROFILE.md): with 5 ms, single calls ran 7 % slower and the broker spent a quarter
+    that much (`pending` says how many records are not in Kafka yet). Measured on 2026-11-25
+    (bench/results/archive/profile-journal.md, 2026-11-25 (fb2b124)): with 5 ms, single calls ran 7 % slower and the broker spent a quarter
     more CPU per message. With `confirmed` (several gateways: the changelog is the durable
     record and a change waits for it) the linger stays short.
     """

@@ -355,7 +355,7 @@ class IngestConsumer:
 
         The gateway applies the records it produced from their delivery reports, so reading
         them back only cost a fetch of every record (broker, librdkafka and this thread: ~20 µs
-        of CPU per message sent, bench/results/PROFILE.md, session 11). A paused partition is
+        of CPU per message sent, bench/results/archive/profile-journal.md, 2026-11-25 (763ae4a)). A paused partition is
         not fetched at all; its log end is read here once a second (one ListOffsets request for
         every partition). A partition keeps up when everything its log held at the previous
         look (or holds now) is applied; one where records the log held a second ago are still

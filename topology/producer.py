@@ -53,16 +53,16 @@ DEFAULT_LINGER_MS = 2
 # a short window also means small produce requests for the broker: in 100,000-message fills
 # (32 clients, SendMessageBatch) that thread took 46-49 µs of CPU per message at 2 ms, 15-21
 # at 5, 8-9 at 10 and ~3 at 20, and the broker's request handling 46, 29-40, 30-36 and 19-24
-# (bench/results/PROFILE.md, session 16). A busy gateway's sends wait on the event loop
+# (bench/results/archive/profile-journal.md, 2026-11-26 (cb32531)). A busy gateway's sends wait on the event loop
 # anyway, so they can wait for a fuller request; a lone send keeps the short linger. Where
-# consumers lag, the linger also keeps the producers from outrunning them (session 21).
+# consumers lag, the linger also keeps the producers from outrunning them (profile journal, 2026-11-27 (9fdcc3b)).
 DEFAULT_BULK_LINGER_MS = 20
 # The linger of the fill producer (`KQS_PRODUCE_FILL_LINGER_MS`, 0: the bulk producer's),
 # which a busy gateway's sends to a queue nobody receives from join. There no consumer is
-# to be kept pace with, and since the broker no longer syncs each append (session 33) the
+# to be kept pace with, and since the broker no longer syncs each append (profile journal, 2026-11-28 (7949891)) the
 # shorter window costs no more CPU per message: 200,000-message fills (32 clients) ran at
 # ~10,700 msg/s at 10 ms against ~9,100 at 20, 81-92 against 85-102 µs of server CPU per
-# message, and slower again with every send at 2 ms (PROFILE.md, session 36).
+# message, and slower again with every send at 2 ms (bench/results/archive/profile-journal.md, 2026-11-29 (20922b2)).
 DEFAULT_FILL_LINGER_MS = 10
 # Records produced and not yet acknowledged from which the gateway counts as busy: a lone
 # SendMessageBatch (10) still goes out at once.
@@ -135,7 +135,7 @@ class AsyncProducer:
     always to the same one (so its records keep their order and idempotence): librdkafka
     finds a topic's state by walking its client's list of topics on every produce
     (`rd_kafka_topic_find`), which at 10,000 queue topics cost up to ~600 µs per produce
-    against ~3 µs at the head of the list (bench/results/PROFILE.md, session 7). Shards are
+    against ~3 µs at the head of the list (bench/results/archive/profile-journal.md, 2026-11-24 (71f0c3d)). Shards are
     created on first use.
     """
 
@@ -283,7 +283,7 @@ class AsyncProducer:
 
         The callback each hand-over schedules runs only once the loop has worked through what
         was queued before it — under load, the rest of its turn: every connection's new
-        requests, 3-4 ms in side-by-side workload (b) (bench/results/PROFILE.md, session 34).
+        requests, 3-4 ms in side-by-side workload (b) (bench/results/archive/profile-journal.md, 2026-11-29 (730104f)).
         The gateway's HTTP front calls this before it reads more requests, so sends waiting
         for these reports answer first; called from a plain loop callback (no Task running),
         their coroutines then resume at once (`add_settled_listener`).
@@ -491,8 +491,8 @@ def connect_now(client: Producer, topic: str) -> None:
     each metadata response, but only from a broker it knows by id: the bootstrap connection
     does not count. With none, it tries again 500 ms later (a fixed timer), so the first
     record of a new shard waited ~510 ms for its acknowledgement: the first SendMessage to a
-    queue just created, and ~2 % of the open-loop workload's sends (bench/results/PROFILE.md,
-    session 38). A metadata request answered by the broker itself (not the bootstrap
+    queue just created, and ~2 % of the open-loop workload's sends (bench/results/archive/profile-journal.md,
+    2026-11-29 (f545409)). A metadata request answered by the broker itself (not the bootstrap
     connection, which answers first and is then dropped) has it ask at once: ~60 ms.
     Asked in the shard's own poll thread (the call blocks, without the GIL), for the one
     topic the record goes to, since a whole-cluster request grows with the queues. A failure

@@ -41,7 +41,7 @@ def without_topics(raw: str) -> str:
     """The statistics document without its "topics" object, which nothing here reads: an
     entry per topic and partition the producer knows, megabytes a report with thousands of
     queues (its parse was 5-12 % of the gateway's GIL time at seed 004's 10,000 queues,
-    PROFILE.md session 20). The whole document when the object's end is not where expected."""
+    bench/results/archive/profile-journal.md, 2026-11-27 (7d628ec)). The whole document when the object's end is not where expected."""
     start = raw.find('"topics":')
     if start < 0:
         return raw

@@ -5,7 +5,7 @@ answers. The broker can do that itself (`flush.messages=1`), but its flush runs 
 partition's log lock and syncs three files per append — the segment, its offset index and
 its time index (`LogSegment.flush`): measured on this machine's disk, ~1.4 ms for the segment
 and ~1.1 ms for each index, so every produce request of a queue spent ~4 ms in the broker and
-the next one waited for it (bench/results/PROFILE.md, session 33). Only the segment holds the
+the next one waited for it (bench/results/archive/profile-journal.md, 2026-11-28 (7949891)). Only the segment holds the
 record; Kafka rebuilds the indexes of everything after its recovery point when it starts
 after an unclean shutdown.
 

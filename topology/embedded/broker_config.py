@@ -79,7 +79,7 @@ def _write_server_properties(
         # server-sized thread pools (3 network, 8 I/O, 10 background) only add context
         # switches. Measured with the benchmark's single and batch workloads, server pinned
         # to one core: 1.22x and 1.18x the messages, 0.80x and 0.85x the CPU per message,
-        # together with the serial collector below (bench/results/PROFILE.md, session 6).
+        # together with the serial collector below (bench/results/archive/profile-journal.md, 2026-11-24 (223251b)).
         "num.network.threads": 1,
         "num.io.threads": 2,
         "background.threads": 2,
@@ -162,8 +162,8 @@ def _java_command(java: str, home: Path, data_dir: Path, heap: str) -> list[str]
         # C1 only. With tiered compilation C2 compiled the broker's code for as long as it
         # was measured (three fills of 100,000 messages, ~3 minutes: ~20 µs of C2 thread CPU
         # per message in each, ~12 % of the server core the gateway shares), to make the
-        # data plane ~3 µs per message cheaper than C1's code (bench/results/PROFILE.md,
-        # session 11). The broker's heavy lifting (CRC32C, copies, sockets, fsync) is
+        # data plane ~3 µs per message cheaper than C1's code (bench/results/archive/profile-journal.md,
+        # 2026-11-25 (763ae4a)). The broker's heavy lifting (CRC32C, copies, sockets, fsync) is
         # intrinsics and native code either way.
         "-XX:TieredStopAtLevel=1",
         "-Djava.awt.headless=true",
