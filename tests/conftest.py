@@ -12,8 +12,8 @@ import pytest
 from lease_store.clock import ManualClock
 from lease_store.kv import KeyValueStore
 from lease_store.store import LeaseStore
-from tests.builders import T0, open_kv
-from tests.harness import (
+from tests.support.builders import T0, open_kv
+from tests.support.harness import (
     GatewayProcess,
     KafkaCluster,
     NewQueue,
@@ -116,7 +116,7 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real S3-compatible server (Versity S3 Gateway, posix backend) for the whole run."""
-    from tests import clients_support
+    from tests.support import clients_support
 
     if not clients_support.versitygw_built():
         clients_support.require_tool("go")

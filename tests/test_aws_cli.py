@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import GatewayProcess
+from tests.support.harness import GatewayProcess
 
 AWS = Path(sys.executable).with_name("aws")
 

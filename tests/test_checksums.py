@@ -71,7 +71,7 @@ def test_digest_is_the_spec_byte_layout() -> None:
 
 
 def test_independent_test_helper_agrees_with_the_reference_vectors() -> None:
-    from tests.attribute_md5 import attributes_md5
+    from tests.support.attribute_md5 import attributes_md5
 
     assert (
         attributes_md5({"attribName1": {"DataType": "String", "StringValue": "attribValue 1"}})

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.attribute_md5 import attributes_md5
-from tests.clients_support import bucket_keys, java_classpath, new_bucket, require_tool
-from tests.harness import GatewayProcess, json_client
+from tests.support.attribute_md5 import attributes_md5
+from tests.support.clients_support import bucket_keys, java_classpath, new_bucket, require_tool
+from tests.support.harness import GatewayProcess, json_client
 
 SCENARIOS = ("sdk-sync", "sdk-async-batch", "jms", "extended")
 EMPTY = {

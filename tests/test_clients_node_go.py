@@ -20,9 +20,9 @@ import subprocess
 import uuid
 from typing import Any
 
-from tests.attribute_md5 import attributes_md5
-from tests.clients_support import TESTS, go_binary, node_modules, require_tool
-from tests.harness import GatewayProcess, json_client
+from tests.support.attribute_md5 import attributes_md5
+from tests.support.clients_support import TESTS, go_binary, node_modules, require_tool
+from tests.support.harness import GatewayProcess, json_client
 
 EMPTY = {
     "ApproximateNumberOfMessages": "0",

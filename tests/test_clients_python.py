@@ -21,10 +21,10 @@ from urllib.parse import urlsplit
 import boto3
 from aiobotocore.session import get_session
 
-from tests.attribute_md5 import attributes_md5
-from tests.celery_app import make_app
-from tests.clients_support import REPO, bucket_keys, new_bucket, s3_client
-from tests.harness import GatewayProcess, json_client
+from tests.support.attribute_md5 import attributes_md5
+from tests.support.celery_app import make_app
+from tests.support.clients_support import REPO, bucket_keys, new_bucket, s3_client
+from tests.support.harness import GatewayProcess, json_client
 
 EMPTY = {
     "ApproximateNumberOfMessages": "0",
@@ -90,7 +90,7 @@ def test_celery_worker_runs_tasks_sent_through_kqs(gateway: GatewayProcess, tmp_
                 "-m",
                 "celery",
                 "-A",
-                "tests.celery_app",
+                "tests.support.celery_app",
                 "worker",
                 "--pool=solo",
                 "--without-heartbeat",

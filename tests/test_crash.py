@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.crash_workload import RECEIVE_WAIT_S, VISIBILITY_TIMEOUT_S, Verdict, Workload
-from tests.harness import GatewayProcess, KafkaCluster, free_port, json_client
+from tests.support.crash_workload import RECEIVE_WAIT_S, VISIBILITY_TIMEOUT_S, Verdict, Workload
+from tests.support.harness import GatewayProcess, KafkaCluster, free_port, json_client
 from topology import broker
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.crash_workload_fifo import VISIBILITY_TIMEOUT_S, FifoVerdict, FifoWorkload
-from tests.harness import GatewayProcess, free_port, json_client
+from tests.support.crash_workload_fifo import VISIBILITY_TIMEOUT_S, FifoVerdict, FifoWorkload
+from tests.support.harness import GatewayProcess, free_port, json_client
 from tests.test_crash import SIZE, _assert_empty, _report, _wait_until_empty
 from topology import broker
 

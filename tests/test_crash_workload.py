@@ -15,7 +15,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-from tests.crash_workload import Sent, Workload, _message
+from tests.support.crash_workload import Sent, Workload, _message
 
 QUEUE_URL = "http://127.0.0.1:1/000000000000/crash-0"
 TOKEN = "p0-648"

@@ -21,15 +21,15 @@ import pytest
 
 from dashboard.feed import Topics
 from dashboard.server import DashboardServer
-from tests.browser import dump_dom, find_chromium, screenshot
-from tests.dashboard_builders import (
+from tests.support.browser import dump_dom, find_chromium, screenshot
+from tests.support.dashboard_builders import (
     Record,
     create_topics,
     produce,
     sample_traffic,
     summary_when,
 )
-from tests.harness import free_port
+from tests.support.harness import free_port
 
 QUEUE_CHARTS = {"depth", "rates", "empty", "age"}
 DLQ_CHARTS = {"arrivals", "receive-count", "age-at-move", "attributes"}

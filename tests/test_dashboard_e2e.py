@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from dashboard.server import DashboardServer
-from tests.dashboard_builders import summary_when
-from tests.harness import GatewayProcess, NewQueue, free_port
+from tests.support.dashboard_builders import summary_when
+from tests.support.harness import GatewayProcess, NewQueue, free_port
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from dashboard.model import MAX_GAUGES, MAX_WINDOWS, DashboardModel, rate_per_s
 from dashboard.records import decode_dlq, decode_gauges, decode_metric
-from tests.dashboard_builders import MINUTE_MS, dlq_window, gauges, metric
+from tests.support.dashboard_builders import MINUTE_MS, dlq_window, gauges, metric
 
 T0 = 1_760_000_040_000  # a minute boundary
 

@@ -16,7 +16,7 @@ import pytest
 
 from dashboard.feed import Topics
 from dashboard.server import DashboardServer
-from tests.dashboard_builders import (
+from tests.support.dashboard_builders import (
     ACCOUNT,
     MINUTE_MS,
     create_topics,
@@ -27,7 +27,7 @@ from tests.dashboard_builders import (
     produce,
     summary_when,
 )
-from tests.harness import free_port
+from tests.support.harness import free_port
 
 
 @pytest.fixture

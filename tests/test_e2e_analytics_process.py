@@ -38,7 +38,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from spark_streaming.settings import EVENTS_TOPIC
-from tests.harness import ACCOUNT_ID, GatewayProcess
+from tests.support.harness import ACCOUNT_ID, GatewayProcess
 
 # The progress history Spark keeps per query (`numRecentProgressUpdates`; its default is 100).
 HISTORY = 20

@@ -29,8 +29,8 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from tests import seed_policies as seed
-from tests.harness import NO_RETRIES, GatewayProcess, client_for
+from tests.support import seed_policies as seed
+from tests.support.harness import NO_RETRIES, GatewayProcess, client_for
 
 OWNER, PARTNER, THIRD, OPS = "444455556666", "111122223333", "123456789012", "999999999999"
 KEYS = {

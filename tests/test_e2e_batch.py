@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.attribute_md5 import attributes_md5
-from tests.harness import ACCOUNT_ID, GatewayProcess, NewQueue, signed_headers
-from tests.prometheus_text import scrape
+from tests.support.attribute_md5 import attributes_md5
+from tests.support.harness import ACCOUNT_ID, GatewayProcess, NewQueue, signed_headers
+from tests.support.prometheus_text import scrape
 
 TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 NOT_AVAILABLE = "Message does not exist or is not available for visibility timeout change."

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.harness import NO_RETRIES, GatewayProcess, free_port, json_client, query_client
+from tests.support.harness import NO_RETRIES, GatewayProcess, free_port, json_client, query_client
 from topology import broker
 
 # A failing call must give up within this bound (the producer's delivery timeout is 15 s,

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.harness import GatewayProcess, client_for
-from tests.harness import eventually as harness_eventually
+from tests.support.harness import GatewayProcess, client_for
+from tests.support.harness import eventually as harness_eventually
 
 # The catalog follower fetches every 100 ms; the bound leaves room for a busy machine.
 SEEN_WITHIN_S = 10.0

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ConfigResource,
 )
 
-from tests.harness import ACCOUNT_ID, GatewayProcess, KafkaCluster, client_for
+from tests.support.harness import ACCOUNT_ID, GatewayProcess, KafkaCluster, client_for
 from topology.names import CATALOG_TOPIC, EVENTS_TOPIC, LEASES_TOPIC
 
 # Time for the cluster to have every replica of every partition in sync again after a

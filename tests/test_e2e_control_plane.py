@@ -21,7 +21,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 )
 
 from gateway import limits
-from tests.harness import ACCOUNT_ID, REGION, NewQueue
+from tests.support.harness import ACCOUNT_ID, REGION, NewQueue
 
 
 def error_code(excinfo: pytest.ExceptionInfo[ClientError]) -> str:

@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.harness import (
+from tests.support.harness import (
     ACCOUNT_ID,
     REGION,
     GatewayProcess,
@@ -26,8 +26,8 @@ from tests.harness import (
     json_client,
     signed_headers,
 )
-from tests.prometheus_text import Exposition, scrape
-from tests.workload import Workload, run_workload
+from tests.support.prometheus_text import Exposition, scrape
+from tests.support.workload import Workload, run_workload
 from topology import event_format
 from topology.consuming import watermarks
 from topology.names import EVENTS_TOPIC

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.fifo_support import error_of
-from tests.harness import NewQueue
+from tests.support.fifo_support import error_of
+from tests.support.harness import NewQueue
 
 FLOOD = 300
 

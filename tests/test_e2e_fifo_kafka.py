@@ -18,8 +18,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from gateway.queues import group_partition
-from tests.fifo_support import unique
-from tests.harness import ACCOUNT_ID, GatewayProcess, json_client, query_client
+from tests.support.fifo_support import unique
+from tests.support.harness import ACCOUNT_ID, GatewayProcess, json_client, query_client
 
 PARTITIONS = 4
 

@@ -18,8 +18,8 @@ from botocore.exceptions import ClientError
 from confluent_kafka.admin import AdminClient
 
 from gateway.queues import group_partition
-from tests.fifo_support import arn_of, error_of, new_fifo_queue, unique
-from tests.harness import ACCOUNT_ID, NewQueue
+from tests.support.fifo_support import arn_of, error_of, new_fifo_queue, unique
+from tests.support.harness import ACCOUNT_ID, NewQueue
 
 FIFO_NAME_RULE = (
     "The name of a FIFO queue can only include alphanumeric characters, hyphens, or "

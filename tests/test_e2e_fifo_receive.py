@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.fifo_support import arn_of, error_of, new_fifo_queue
+from tests.support.fifo_support import arn_of, error_of, new_fifo_queue
 
 
 def send_all(sqs: Any, url: str, *bodies: str) -> dict[str, dict[str, Any]]:

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.fifo_support import error_of, new_fifo_queue
-from tests.harness import NewQueue
+from tests.support.fifo_support import error_of, new_fifo_queue
+from tests.support.harness import NewQueue
 
 NO_DEDUPLICATION = (
     "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId "

@@ -28,7 +28,7 @@ import pytest
 
 from gateway import limits
 from gateway.dispatch import ACTIONS
-from tests.harness import GatewayProcess, json_client, signed_headers
+from tests.support.harness import GatewayProcess, json_client, signed_headers
 
 REQUESTS_PER_PROTOCOL = 1500
 SEED = 14

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gateway import limits
-from tests.harness import GatewayProcess, client_for, signed_headers
+from tests.support.harness import GatewayProcess, client_for, signed_headers
 
 
 @pytest.mark.parametrize("front", ["lean", "aiohttp"])

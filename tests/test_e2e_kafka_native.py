@@ -10,7 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.harness import ACCOUNT_ID
+from tests.support.harness import ACCOUNT_ID
 from topology.names import INGEST_GROUP
 
 

@@ -23,8 +23,8 @@ from confluent_kafka.cimpl import NewTopic
 
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.store import PartitionKey
-from tests.harness import GatewayProcess, eventually, json_client
-from tests.prometheus_text import scrape
+from tests.support.harness import GatewayProcess, eventually, json_client
+from tests.support.prometheus_text import scrape
 from topology.consuming import as_bytes
 from topology.names import LEASES_TOPIC
 from topology.rebuild import RebuildStopped, RebuildTarget, rebuild_leases

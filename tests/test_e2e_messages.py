@@ -13,8 +13,15 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.attribute_md5 import attributes_md5
-from tests.harness import ACCOUNT_ID, REGION, GatewayProcess, NewQueue, json_client, query_client
+from tests.support.attribute_md5 import attributes_md5
+from tests.support.harness import (
+    ACCOUNT_ID,
+    REGION,
+    GatewayProcess,
+    NewQueue,
+    json_client,
+    query_client,
+)
 
 TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 TRACE_HEADER_MD5 = "5ae4d5d7636402d80f4eb6d213245a88"

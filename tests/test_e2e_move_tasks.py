@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gateway.move_tasks import decode_handle, encode_handle
-from tests.harness import ACCOUNT_ID, REGION, GatewayProcess, NewQueue, client_for
+from tests.support.harness import ACCOUNT_ID, REGION, GatewayProcess, NewQueue, client_for
 from topology.names import MOVE_TASKS_TOPIC
 from topology.topic_tail import read_to_end
 

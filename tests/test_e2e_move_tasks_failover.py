@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.harness import client_for, gateway_pair
-from tests.harness import visible_and_in_flight as counts
+from tests.support.harness import client_for, gateway_pair
+from tests.support.harness import visible_and_in_flight as counts
 from tests.test_e2e_move_tasks import arn_of
 from tests.test_e2e_move_tasks_group import (
     PARTITIONS,

@@ -20,9 +20,9 @@ from botocore.exceptions import ClientError
 from confluent_kafka import Consumer, TopicPartition
 
 from gateway.move_tasks import encode_handle
-from tests.harness import GatewayProcess, client_for, gateway_pair
-from tests.harness import eventually as harness_eventually
-from tests.harness import visible_and_in_flight as counts
+from tests.support.harness import GatewayProcess, client_for, gateway_pair
+from tests.support.harness import eventually as harness_eventually
+from tests.support.harness import visible_and_in_flight as counts
 from tests.test_e2e_move_tasks import ALREADY_RUNNING, arn_of, error_of, redrive_to
 from tests.test_e2e_ownership import gateway_id, owners_of, receive_all, topic_of
 

@@ -28,9 +28,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from gateway.forwarding import RECEIVE_CALL_TIMEOUT_S
 from lease_store.handles import ReceiptHandleCodec
-from tests.harness import ACCOUNT_ID, NO_RETRIES, GatewayProcess, client_for, gateway_pair
-from tests.harness import eventually as harness_eventually
-from tests.harness import visible_and_in_flight as counts
+from tests.support.harness import ACCOUNT_ID, NO_RETRIES, GatewayProcess, client_for, gateway_pair
+from tests.support.harness import eventually as harness_eventually
+from tests.support.harness import visible_and_in_flight as counts
 from tests.test_e2e_events import read_events
 from topology.changelog import parse_key
 from topology.names import LEASES_TOPIC, OWNERS_TOPIC

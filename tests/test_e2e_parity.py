@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.harness import GatewayProcess, NewQueue, signed_headers
+from tests.support.harness import GatewayProcess, NewQueue, signed_headers
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 NOT_AVAILABLE = "Message does not exist or is not available for visibility timeout change."

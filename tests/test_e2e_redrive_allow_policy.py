@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.harness import ACCOUNT_ID, REGION, NewQueue
+from tests.support.harness import ACCOUNT_ID, REGION, NewQueue
 
 NOT_ALLOWED = "Reason: Source queue is not allowed by the dead-letter queue's RedriveAllowPolicy."
 

@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 from confluent_kafka.admin import AdminClient
 
-from tests.harness import ACCOUNT_ID, REGION, GatewayProcess, client_for, signed_headers
+from tests.support.harness import ACCOUNT_ID, REGION, GatewayProcess, client_for, signed_headers
 
 AWAY = "eu-west-1"
 

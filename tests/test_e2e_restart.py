@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gateway.config import Settings
-from tests.harness import GatewayProcess, json_client, query_client
+from tests.support.harness import GatewayProcess, json_client, query_client
 
 # How long a message is held young before its lease-store keys are written, and how often
 # the gateway writes those due (`KQS_LEASE_YOUNG_MS`, `gateway/app.py`).

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import GatewayProcess, json_client
+from tests.support.harness import GatewayProcess, json_client
 
 COUNTERS = [
     "ApproximateNumberOfMessages",

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.harness import GatewayProcess, free_port, json_client, signed_headers
-from tests.prometheus_text import scrape
+from tests.support.harness import GatewayProcess, free_port, json_client, signed_headers
+from tests.support.prometheus_text import scrape
 from topology import broker
 
 SENDERS = 4

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
-from tests.harness import ACCOUNT_ID, GatewayProcess, signed_headers
+from tests.support.harness import ACCOUNT_ID, GatewayProcess, signed_headers
 
 
 def error_of(excinfo: pytest.ExceptionInfo[ClientError]) -> dict[str, Any]:

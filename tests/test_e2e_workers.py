@@ -23,8 +23,8 @@ import pytest
 from botocore.config import Config
 
 from gateway.config import Settings
-from tests.harness import GatewayProcess, client_for, free_port, visible_and_in_flight
-from tests.harness import eventually as harness_eventually
+from tests.support.harness import GatewayProcess, client_for, free_port, visible_and_in_flight
+from tests.support.harness import eventually as harness_eventually
 
 BOUND_S = 60.0
 # Until a message's lease-store keys are written, and the gateway's period for writing them.

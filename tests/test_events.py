@@ -14,9 +14,17 @@ from gateway.events import KafkaEventSink
 from lease_store.clock import ManualClock
 from lease_store.records import AttributeValue
 from lease_store.store import Counts, Delivery, LeaseStore
-from tests.builders import DAY_MS, SECOND_MS, T0, a_fact, a_message, a_partition, on_every_backend
-from tests.builders import records as queue_records
-from tests.harness import free_port
+from tests.support.builders import (
+    DAY_MS,
+    SECOND_MS,
+    T0,
+    a_fact,
+    a_message,
+    a_partition,
+    on_every_backend,
+)
+from tests.support.builders import records as queue_records
+from tests.support.harness import free_port
 from topology import event_format
 from topology.catalog import QueueRecord
 from topology.events import BUFFER_FULL, DELIVERY_FAILED, EventPublisher

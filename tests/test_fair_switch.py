@@ -9,7 +9,7 @@ from __future__ import annotations
 from gateway.messages import MessageService
 from gateway.queues import partition_keys
 from lease_store.records import StoredMessage
-from tests.builders import a_message
+from tests.support.builders import a_message
 from tests.test_moved_while_confirming import QUEUE, gateway_serving_the_queue
 
 

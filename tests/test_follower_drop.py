@@ -11,7 +11,7 @@ import uuid
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from tests.harness import free_port
+from tests.support.harness import free_port
 from topology.admin import TopicAdmin
 from topology.producer import FollowerProducer, ProduceFailed
 

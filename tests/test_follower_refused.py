@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.harness import free_port
+from tests.support.harness import free_port
 from topology.producer import FollowerProducer, ProduceFailed
 from topology.record_format import MAX_RECORD_BYTES
 

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from tests.harness import free_port
+from tests.support.harness import free_port
 from tests.test_follower_drop import _read_keys
 from tests.test_pause_watch import Monotonic
 from topology.admin import TopicAdmin

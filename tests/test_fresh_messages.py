@@ -8,7 +8,7 @@ from lease_store.fresh import FreshMessages
 from lease_store.kv import KeyValueStore
 from lease_store.records import AttributeValue, StoredMessage
 from lease_store.store import LeaseStore
-from tests.builders import DAY_MS, SECOND_MS, a_message, a_partition, on_every_backend
+from tests.support.builders import DAY_MS, SECOND_MS, a_message, a_partition, on_every_backend
 
 PK = a_partition()
 

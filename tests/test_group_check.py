@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from tests.harness import GatewayProcess, eventually
+from tests.support.harness import GatewayProcess, eventually
 from topology.admin import TopicAdmin
 from topology.names import INGEST_GROUP
 

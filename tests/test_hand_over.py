@@ -11,7 +11,7 @@ from lease_store.clock import ManualClock
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import LeaseFact
 from lease_store.store import LeaseStore
-from tests.builders import T0, a_partition, records
+from tests.support.builders import T0, a_partition, records
 from topology.changelog import fact_key
 from topology.names import LEASES_TOPIC
 from topology.producer import FollowerProducer

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gateway.config import Settings
-from tests.harness import GatewayProcess, json_client
+from tests.support.harness import GatewayProcess, json_client
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.rocks import RocksKeyValueStore
-from tests.builders import on_every_backend
+from tests.support.builders import on_every_backend
 
 
 def put(kv: KeyValueStore, *entries: tuple[bytes, bytes]) -> None:

@@ -12,7 +12,7 @@ from lease_store.memory import MemoryKeyValueStore
 from lease_store.rebuild import LeaseRebuild, PartitionPlan
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.store import Counts, LeaseStore, PartitionKey, PartitionState
-from tests.builders import (
+from tests.support.builders import (
     DAY_MS,
     SECOND_MS,
     T0,

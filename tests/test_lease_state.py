@@ -9,7 +9,15 @@ import pytest
 from lease_store import state
 from lease_store.errors import MessageNotAvailable, MessageNotInflight, VisibilityTooLong
 from lease_store.state import MAX_LEASE_SPAN_MS, MessageState
-from tests.builders import DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS, T0, a_fact, an_in_flight_fact
+from tests.support.builders import (
+    DAY_MS,
+    HOUR_MS,
+    MINUTE_MS,
+    SECOND_MS,
+    T0,
+    a_fact,
+    an_in_flight_fact,
+)
 
 VISIBILITY_MS = 30 * SECOND_MS
 

@@ -19,7 +19,7 @@ from lease_store.kv import KeyValueStore, WriteBatch
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.state import MessageState
 from lease_store.store import Counts, LeaseStore, PartitionKey, PartitionState, ReceiveOutcome
-from tests.builders import (
+from tests.support.builders import (
     DAY_MS,
     SECOND_MS,
     T0,

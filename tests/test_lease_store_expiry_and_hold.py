@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lease_store.clock import ManualClock
 from lease_store.store import Counts, LeaseStore
-from tests.builders import (
+from tests.support.builders import (
     DAY_MS,
     SECOND_MS,
     T0,

@@ -15,7 +15,7 @@ from lease_store.kv import KeyValueStore
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
 from lease_store.store import Counts, LeaseStore
-from tests.builders import (
+from tests.support.builders import (
     DAY_MS,
     MINUTE_MS,
     SECOND_MS,
@@ -24,7 +24,7 @@ from tests.builders import (
     a_partition,
     on_every_backend,
 )
-from tests.crash_workload_fifo import Receive, out_of_order
+from tests.support.crash_workload_fifo import Receive, out_of_order
 from tests.test_lease_rebuild import CompactedChangelog, rebuilt
 
 RETENTION_MS = 4 * DAY_MS

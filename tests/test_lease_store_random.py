@@ -17,7 +17,7 @@ from lease_store.kv import KeyValueStore
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
 from lease_store.store import LeaseStore, PartitionKey
-from tests.builders import DAY_MS, SECOND_MS, T0, a_partition
+from tests.support.builders import DAY_MS, SECOND_MS, T0, a_partition
 
 PK = a_partition()
 FOREVER_MS = 1000 * DAY_MS

@@ -17,7 +17,14 @@ from lease_store.kv import KeyValueStore
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.store import LeaseStore
 from lease_store.young import Young, YoungMessages
-from tests.builders import SECOND_MS, a_fact, a_message, a_partition, on_every_backend, records
+from tests.support.builders import (
+    SECOND_MS,
+    a_fact,
+    a_message,
+    a_partition,
+    on_every_backend,
+    records,
+)
 
 YOUNG_MS = 1_000
 VISIBILITY_MS = 30 * SECOND_MS

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gateway.metrics import DURATION_BUCKETS_S, QueueGauge, RequestMetrics, Snapshot, render
-from tests.prometheus_text import parse
+from tests.support.prometheus_text import parse
 from topology.producer_stats import (
     ProducerStatistics,
     StatisticsHolder,

@@ -20,7 +20,7 @@ from gateway.forwarding import (
 )
 from gateway.move_tasks import MoveTaskStatus, MoveTaskSummary, encode_handle
 from lease_store.store import Delivery
-from tests.builders import a_fact, a_message, an_in_flight_fact
+from tests.support.builders import a_fact, a_message, an_in_flight_fact
 
 SOURCE_ARN = "arn:aws:sqs:us-east-1:000000000000:orders-dlq"
 

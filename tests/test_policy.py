@@ -11,7 +11,7 @@ import pytest
 from gateway.iam.authorize import Target, decide, policy_actions
 from gateway.iam.policy import Decision, Policy, PolicyError, RequestFacts
 from gateway.iam.principal import Principal, anonymous, root_arn, user_arn
-from tests import seed_policies as seed
+from tests.support import seed_policies as seed
 
 ALLOW, DENY, IMPLICIT = Decision.ALLOW, Decision.DENY, Decision.IMPLICIT_DENY
 NOON_2009_01_31 = "2009-01-31T12:00:00Z"

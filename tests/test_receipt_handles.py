@@ -13,7 +13,7 @@ import pytest
 
 from lease_store.errors import ReceiptHandleInvalid
 from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
-from tests.builders import OTHER_SECRET, SECRET, a_receipt_handle
+from tests.support.builders import OTHER_SECRET, SECRET, a_receipt_handle
 
 ALPHABET = string.ascii_letters + string.digits + "+/"
 

@@ -17,8 +17,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ConfigResource,
 )
 
-from tests.harness import GatewayProcess, NewQueue
-from tests.prometheus_text import scrape
+from tests.support.harness import GatewayProcess, NewQueue
+from tests.support.prometheus_text import scrape
 from topology.admin import SYNCED_BY_GATEWAY, TopicAdmin
 from topology.producer import AsyncProducer, ProduceFailed
 from topology.segment_sync import SegmentSync, segments_holding

@@ -29,8 +29,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tests.crash_workload import _CONNECTION_ERRORS, RECEIVE_WAIT_S
-from tests.harness import NO_RETRIES, json_client, query_client
+from tests.support.crash_workload import _CONNECTION_ERRORS, RECEIVE_WAIT_S
+from tests.support.harness import NO_RETRIES, json_client, query_client
 
 # Shorter than the standard workload's: a message left to time out holds its whole group.
 VISIBILITY_TIMEOUT_S = 5

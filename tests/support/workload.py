@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.harness import ACCOUNT_ID, REGION
+from tests.support.harness import ACCOUNT_ID, REGION
 
 MAX_BATCH = 10
 

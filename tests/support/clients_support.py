@@ -12,7 +12,7 @@ each piece at most once and later sessions reuse it::
 A finished build writes ``.kqs-complete`` last (``topology/maven.py``'s convention); a file
 lock keeps two processes from building the same thing at once. A missing toolchain (java,
 mvn, node, npm, go) makes the tests that need it fail under ``CI`` and skip elsewhere, saying
-why (`require_tool`). ``python -m tests.clients_support`` builds everything it can ahead of
+why (`require_tool`). ``python -m tests.support.clients_support`` builds everything it can ahead of
 the tests (``scripts/install test`` runs it).
 """
 
@@ -36,10 +36,10 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from tests.harness import free_port
+from tests.support.harness import free_port
 from topology import file_lock
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
 MARKER = ".kqs-complete"
 # The Versity S3 Gateway: a real S3-compatible server, built with the Go module proxy.

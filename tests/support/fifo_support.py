@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.harness import ACCOUNT_ID, REGION
+from tests.support.harness import ACCOUNT_ID, REGION
 
 
 def unique(prefix: str) -> str:

@@ -33,7 +33,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from tests.harness import NO_RETRIES, json_client, query_client
+from tests.support.harness import NO_RETRIES, json_client, query_client
 
 # Errors a client sees while the gateway process is gone or restarting.
 _CONNECTION_ERRORS = (
