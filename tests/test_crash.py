@@ -15,58 +15,26 @@ import statistics
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.support.crash_suite import (
+    SIZE,
+    assert_empty,
+    left_behind,
+    report,
+    wait_until_empty,
+)
 from tests.support.crash_workload import RECEIVE_WAIT_S, VISIBILITY_TIMEOUT_S, Verdict, Workload
 from tests.support.harness import GatewayProcess, KafkaCluster, free_port, json_client
 from topology import broker
 
-
-@dataclass(frozen=True)
-class Size:
-    gateway_kills: int
-    broker_kills: int
-    queues: int
-    producers: int
-    consumers: int
-    # Scale-out run: times a third gateway joins the two serving the load and leaves again.
-    hand_overs: int = 3
-    # Scale-out run: times the third of three gateways is stopped past its session and woken.
-    stops: int = 2
-    # Scale-out on the 3-broker cluster: gateway SIGKILLs among three, then broker SIGKILLs.
-    cluster_gateway_kills: int = 3
-    cluster_broker_kills: int = 1
-
-
-SIZES = {
-    "reduced": Size(gateway_kills=4, broker_kills=2, queues=3, producers=2, consumers=2),
-    "full": Size(
-        gateway_kills=20,
-        broker_kills=5,
-        queues=4,
-        producers=4,
-        consumers=4,
-        hand_overs=10,
-        stops=10,
-        cluster_gateway_kills=10,
-        cluster_broker_kills=3,
-    ),
-}
-SIZE = SIZES[os.environ.get("KQS_CRASH_SIZE", "reduced")]
 # A call that fails must fail within this: the producer's delivery timeout (15 s) plus
 # the long-poll wait and scheduling slack on a loaded machine.
 FAIL_WITHIN_S = 15 + RECEIVE_WAIT_S + 10
 # The longest a drain that still deletes messages may take (`Workload.drain`).
 DRAIN_CAP_S = 600
-# How long the queues must stay empty at the end: longer than a receive in flight takes.
-EMPTY_FOR_S = 2 * RECEIVE_WAIT_S + 2
-
-
-def _report(line: str) -> None:
-    print(line)  # noqa: T201 - the figures are the point of this suite
 
 
 def _queues(endpoint: str, count: int) -> list[str]:
@@ -80,32 +48,8 @@ def _queues(endpoint: str, count: int) -> list[str]:
     ]
 
 
-def _left_behind(endpoint: str, urls: list[str]) -> list[tuple[str, dict[str, str]]]:
-    """The queues whose counters are not all 0 (every message that landed should have been
-    consumed and deleted), with their counters."""
-    sqs = json_client(endpoint)
-    names = [
-        "ApproximateNumberOfMessages",
-        "ApproximateNumberOfMessagesNotVisible",
-        "ApproximateNumberOfMessagesDelayed",
-    ]
-    left = []
-    for url in urls:
-        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
-        if attributes != dict.fromkeys(names, "0"):
-            left.append((url, attributes))
-    return left
-
-
-def _assert_empty(endpoint: str, urls: list[str], stories: list[str] | None = None) -> None:
-    """The queues end empty; `stories`: what happened to each message delivered but never
-    deleted, shown when they do not."""
-    left = _left_behind(endpoint, urls)
-    assert not left, f"{left} at {time.monotonic():.1f}; delivered, never deleted: {stories}"
-
-
 def _assert_accounted(verdict: Verdict, connection_errors_expected: bool) -> None:
-    _report(verdict.summary())
+    report(verdict.summary())
     assert verdict.crashed == [], "\n".join(verdict.crashed)
     assert verdict.acknowledged > 0
     assert verdict.lost == [], f"acknowledged but never delivered: {verdict.lost[:20]}"
@@ -132,18 +76,18 @@ def _drain_and_stop(workload: Workload, endpoint: str, urls: list[str]) -> Verdi
     # visibility timeout: the drain waits a few of those rounds for the next deletion.
     took = workload.drain(stall_s=6 * VISIBILITY_TIMEOUT_S, cap_s=DRAIN_CAP_S)
     undeleted = workload.ledger.undeleted()
-    _report(f"drain: {took:.0f} s; acknowledged but not yet deleted after it: {len(undeleted)}")
+    report(f"drain: {took:.0f} s; acknowledged but not yet deleted after it: {len(undeleted)}")
     for token in sorted(undeleted)[:10]:
-        _report(f"  {workload.ledger.story(token)} (drain ended at {time.monotonic():.1f})")
-    _wait_until_empty(endpoint, urls, timeout_s=6 * VISIBILITY_TIMEOUT_S)
+        report(f"  {workload.ledger.story(token)} (drain ended at {time.monotonic():.1f})")
+    wait_until_empty(endpoint, urls, timeout_s=6 * VISIBILITY_TIMEOUT_S)
     workload.stop()
     verdict = workload.ledger.verdict()
     # What a failure needs to tell a message the queues no longer hold from one they hold
     # but did not deliver.
-    _report(f"queues after the emptiness wait: {_left_behind(endpoint, urls) or 'all empty'}")
+    report(f"queues after the emptiness wait: {left_behind(endpoint, urls) or 'all empty'}")
     for token in verdict.lost[:10]:
         sent = workload.ledger.attempted[token]
-        _report(f"  never delivered: {workload.ledger.story(token)}, sent to {sent.queue_url}")
+        report(f"  never delivered: {workload.ledger.story(token)}, sent to {sent.queue_url}")
     return verdict
 
 
@@ -158,12 +102,12 @@ def _finish(
     """After the kill cycles: drain, report the figures, account for every message, and
     check that the queues end empty."""
     verdict = _drain_and_stop(workload, gateway.endpoint, urls)
-    _report(
+    report(
         f"{killed} cycles: {len(restarts)}; {killed} start to ready p50 "
         f"{statistics.median(restarts):.2f} s, max {max(restarts):.2f} s"
     )
     _assert_accounted(verdict, connection_errors_expected)
-    _assert_empty(gateway.endpoint, urls, workload.ledger.unfinished())
+    assert_empty(gateway.endpoint, urls, workload.ledger.unfinished())
 
 
 @contextlib.contextmanager
@@ -190,27 +134,6 @@ def _group_under_load(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(gateway.pid, signal.SIGCONT)
             gateway.stop()
-
-
-def _wait_until_empty(endpoint: str, urls: list[str], timeout_s: float) -> None:
-    """Wait until the queues read empty twice, `EMPTY_FOR_S` apart.
-
-    Messages from sends that failed but landed are consumed too, and one may appear late: a
-    record the broker kept although the gateway answered the send with an error is read by
-    the ingest consumer once it has caught up after a broker restart. One empty read can
-    fall just before it does; the second read comes after any receive in flight then has
-    ended. At the deadline it returns, and `_assert_empty` reports what is left.
-    """
-    deadline = time.monotonic() + timeout_s
-    empty_since: float | None = None
-    while time.monotonic() < deadline:
-        if _left_behind(endpoint, urls):
-            empty_since = None
-        elif empty_since is None:
-            empty_since = time.monotonic()
-        elif time.monotonic() - empty_since >= EMPTY_FOR_S:
-            return
-        time.sleep(0.5)
 
 
 def _broker_kill_cycles(
@@ -378,12 +301,12 @@ def test_stopped_gateway_cycles(kafka_bootstrap: str, tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGCONT)
             stopped.append(time.monotonic() - began)
         verdict = _drain_and_stop(workload, gateways[0].endpoint, urls)
-        _report(
+        report(
             f"third gateway SIGSTOP / SIGCONT cycles: {len(stopped)}, stopped "
             f"{statistics.median(stopped):.1f} s each"
         )
         _assert_accounted(verdict, connection_errors_expected=False)
-        _assert_empty(gateways[0].endpoint, urls, workload.ledger.unfinished())
+        assert_empty(gateways[0].endpoint, urls, workload.ledger.unfinished())
 
 
 @pytest.mark.slow

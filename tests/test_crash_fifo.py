@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.crash_suite import SIZE, assert_empty, report, wait_until_empty
 from tests.support.crash_workload_fifo import VISIBILITY_TIMEOUT_S, FifoVerdict, FifoWorkload
 from tests.support.harness import GatewayProcess, free_port, json_client
-from tests.test_crash import SIZE, _assert_empty, _report, _wait_until_empty
 from topology import broker
 
 
@@ -31,13 +31,13 @@ def _fifo_queues(endpoint: str, count: int) -> list[str]:
 def _finish(workload: FifoWorkload, endpoint: str, urls: list[str], cycles: str) -> None:
     workload.stop_producing()
     workload.drain(timeout_s=24 * VISIBILITY_TIMEOUT_S)
-    _report(f"acknowledged but not yet deleted after the drain: {len(workload.ledger.undeleted())}")
-    _wait_until_empty(endpoint, urls, timeout_s=6 * VISIBILITY_TIMEOUT_S)
+    report(f"acknowledged but not yet deleted after the drain: {len(workload.ledger.undeleted())}")
+    wait_until_empty(endpoint, urls, timeout_s=6 * VISIBILITY_TIMEOUT_S)
     workload.stop()
     verdict = workload.ledger.verdict()
-    _report(f"{cycles}; {verdict.summary()}")
+    report(f"{cycles}; {verdict.summary()}")
     _assert_accounted(verdict)
-    _assert_empty(endpoint, urls)
+    assert_empty(endpoint, urls)
 
 
 def _assert_accounted(verdict: FifoVerdict) -> None:

@@ -28,9 +28,9 @@ from pyspark.sql import functions as F
 
 from spark_streaming import jobs
 from spark_streaming.settings import EVENTS_TOPIC, AnalyticsSettings
+from tests.support.events import events_published, read_events
 from tests.support.harness import ACCOUNT_ID, REGION, GatewayProcess
 from tests.support.workload import Workload, run_workload
-from tests.test_e2e_events import events_published, read_events
 from topology import event_format
 
 WAIT_S = 150.0

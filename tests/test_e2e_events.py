@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from confluent_kafka import Consumer, TopicPartition
 
+from tests.support.events import WAIT_S, Event, events_published, name_of, read_events
 from tests.support.harness import (
     ACCOUNT_ID,
     REGION,
@@ -29,16 +29,6 @@ from tests.support.harness import (
 from tests.support.prometheus_text import Exposition, scrape
 from tests.support.workload import Workload, run_workload
 from topology import event_format
-from topology.consuming import watermarks
-from topology.names import EVENTS_TOPIC
-from topology.producer import coordinates
-
-Event = dict[str, Any]
-WAIT_S = 60.0  # upper bound for asynchronous things to happen; never a measured duration
-
-
-def name_of(url: str) -> str:
-    return url.rsplit("/", 1)[1]
 
 
 def arn_of(url: str) -> str:
@@ -53,52 +43,6 @@ def sqs_size(body: str, attributes: dict[str, dict[str, Any]] | None = None) -> 
         raw = value.get("BinaryValue")
         size += len(raw) if raw is not None else len(value["StringValue"].encode())
     return size
-
-
-def events_published(endpoint: str) -> Exposition:
-    """Scrape until the gateway's event buffer is empty: every event so far is in Kafka."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        metrics = scrape(endpoint)
-        if metrics.value("kqs_events_buffered") == 0:
-            return metrics
-        assert time.monotonic() < deadline, "events still buffered"
-        time.sleep(0.05)
-
-
-def read_events(bootstrap: str, queue_url: str) -> list[Event]:
-    """Every `__kqs_events` record keyed by this queue, in order, up to the current end."""
-    key = f"{ACCOUNT_ID}/{name_of(queue_url)}".encode()
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-events-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-        }
-    )
-    events: list[Event] = []
-    try:
-        partitions = consumer.list_topics(EVENTS_TOPIC, timeout=10).topics[EVENTS_TOPIC].partitions
-        for partition in sorted(partitions):
-            low, high = watermarks(consumer, TopicPartition(EVENTS_TOPIC, partition), 10)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(EVENTS_TOPIC, partition, low)])
-            offset = low
-            deadline = time.monotonic() + WAIT_S
-            while offset < high:
-                assert time.monotonic() < deadline, "events topic not readable"
-                msg = consumer.poll(1.0)
-                if msg is None:
-                    continue
-                assert msg.error() is None, msg.error()
-                offset = coordinates(msg)[2] + 1
-                value = msg.value()
-                if msg.key() == key and value is not None:
-                    events.append(json.loads(value))
-    finally:
-        consumer.close()
-    return events
 
 
 def outcome_events(bootstrap: str, endpoint: str, queue_url: str) -> list[Event]:

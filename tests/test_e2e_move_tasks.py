@@ -4,7 +4,6 @@ a restart of their gateway."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,31 +15,11 @@ from botocore.exceptions import ClientError
 
 from gateway.move_tasks import decode_handle, encode_handle
 from tests.support.harness import ACCOUNT_ID, REGION, GatewayProcess, NewQueue, client_for
+from tests.support.move_tasks import ALREADY_RUNNING, arn_of, error_of, redrive_to
 from topology.names import MOVE_TASKS_TOPIC
 from topology.topic_tail import read_to_end
 
 NOT_A_DLQ = "Source queue must be configured as a Dead Letter Queue."
-ALREADY_RUNNING = (
-    "There is already a task running. Only one active task is allowed for a source queue arn at "
-    "a given time."
-)
-
-
-def arn_of(url: str) -> str:
-    return f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{url.rsplit('/', 1)[1]}"
-
-
-def error_of(excinfo: pytest.ExceptionInfo[ClientError]) -> tuple[int, str, str]:
-    response = excinfo.value.response
-    return (
-        response["ResponseMetadata"]["HTTPStatusCode"],
-        response["Error"]["Code"],
-        response["Error"]["Message"],
-    )
-
-
-def redrive_to(dlq: str, max_receive_count: int = 1) -> str:
-    return json.dumps({"deadLetterTargetArn": arn_of(dlq), "maxReceiveCount": max_receive_count})
 
 
 def visible_count(sqs: Any, url: str) -> int:

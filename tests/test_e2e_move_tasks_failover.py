@@ -10,19 +10,19 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.support.group_mode import receive_all
 from tests.support.harness import client_for, gateway_pair
 from tests.support.harness import visible_and_in_flight as counts
-from tests.test_e2e_move_tasks import arn_of
-from tests.test_e2e_move_tasks_group import (
+from tests.support.move_tasks import (
     PARTITIONS,
     SECRET,
     a_dead_letter_queue_on_both_gateways,
+    arn_of,
     eventually,
     home_and_other,
     latest_once,
     tasks_through,
 )
-from tests.test_e2e_ownership import receive_all
 
 
 @pytest.fixture(scope="module")

@@ -28,19 +28,18 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from gateway.forwarding import RECEIVE_CALL_TIMEOUT_S
 from lease_store.handles import ReceiptHandleCodec
-from tests.support.harness import ACCOUNT_ID, NO_RETRIES, GatewayProcess, client_for, gateway_pair
+from tests.support.events import read_events
+from tests.support.group_mode import BOUND_S, gateway_id, owners_of, receive_all, topic_of
+from tests.support.harness import NO_RETRIES, GatewayProcess, client_for, gateway_pair
 from tests.support.harness import eventually as harness_eventually
 from tests.support.harness import visible_and_in_flight as counts
-from tests.test_e2e_events import read_events
 from topology.changelog import parse_key
-from topology.names import LEASES_TOPIC, OWNERS_TOPIC
-from topology.owners import Owner, parse_owner_key
+from topology.names import LEASES_TOPIC
 
 log = logging.getLogger("kqs.tests.ownership")
 
 SECRET = "shared-receipt-secret-of-the-ownership-tests"
 PARTITIONS = 4
-BOUND_S = 30.0
 GAUGE_INTERVAL_MS = 10_000  # KQS_GAUGE_INTERVAL_S's default
 
 # Every wait of this module is bounded by BOUND_S.
@@ -58,36 +57,6 @@ def gateways(
 ) -> Iterator[list[GatewayProcess]]:
     with gateway_pair(tmp_path_factory.mktemp, kafka_bootstrap, SECRET, PARTITIONS) as pair:
         yield pair
-
-
-def gateway_id(process: GatewayProcess) -> str:
-    return (process.data_dir / "gateway-id").read_text().strip()
-
-
-def owners_of(bootstrap: str, topic: str) -> dict[int, Owner]:
-    """The owners directory's latest entry for each partition of `topic`."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "test-owners", "enable.auto.commit": False}
-    )
-    try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(OWNERS_TOPIC, 0), timeout=10)
-        found: dict[int, Owner] = {}
-        if high <= 0:
-            return found
-        consumer.assign([TopicPartition(OWNERS_TOPIC, 0, OFFSET_BEGINNING)])
-        position = -1
-        while position < high - 1:
-            msg = consumer.poll(10)
-            assert msg is not None and not msg.error()
-            position = msg.offset() or 0
-            key, value = msg.key(), msg.value()
-            assert isinstance(key, bytes)
-            parsed = parse_owner_key(key)
-            if parsed is not None and parsed[0] == topic and isinstance(value, bytes):
-                found[parsed[1]] = Owner.decode(value)
-        return found
-    finally:
-        consumer.close()
 
 
 def changelog_of(bootstrap: str, topic: str) -> dict[tuple[int, int], bool]:
@@ -120,17 +89,6 @@ def changelog_of(bootstrap: str, topic: str) -> dict[tuple[int, int], bool]:
 def coordinates_of(handle: str) -> tuple[int, int]:
     decoded = ReceiptHandleCodec(SECRET.encode()).decode(handle)
     return decoded.partition, decoded.offset
-
-
-def topic_of(bootstrap: str, name: str) -> str:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-topics"})
-    try:
-        prefix = f"kqs.{ACCOUNT_ID}.{name}."
-        topics: list[str] = list(consumer.list_topics(timeout=10).topics)
-        (topic,) = [t for t in topics if t.startswith(prefix)]
-        return topic
-    finally:
-        consumer.close()
 
 
 def serving_and_other(
@@ -173,22 +131,6 @@ def group_on(partition: int, nth: int = 0) -> str:
         for i in range(1000)
         if zlib.crc32(f"group-{i}".encode()) % PARTITIONS == partition
     ][nth]
-
-
-def receive_all(clients: list[Any], url: str, expected: int) -> dict[str, list[str]]:
-    """Receive through the clients in turn until `expected` distinct bodies arrived; body ->
-    receipt handles (more than one would be a duplicate delivery)."""
-    got: dict[str, list[str]] = {}
-    deadline = time.monotonic() + BOUND_S
-    turn = 0
-    while len(got) < expected and time.monotonic() < deadline:
-        answer = clients[turn % len(clients)].receive_message(
-            QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=120
-        )
-        for message in answer.get("Messages", []):
-            got.setdefault(message["Body"], []).append(message["ReceiptHandle"])
-        turn += 1
-    return got
 
 
 def test_each_partition_of_a_queue_is_served_by_exactly_one_of_the_gateways(

@@ -10,7 +10,7 @@ from gateway.messages import MessageService
 from gateway.queues import partition_keys
 from lease_store.records import StoredMessage
 from tests.support.builders import a_message
-from tests.test_moved_while_confirming import QUEUE, gateway_serving_the_queue
+from tests.support.in_process_gateway import QUEUE, gateway_serving_the_queue
 
 
 def a_flood_then_a_quiet_message() -> list[tuple[int, StoredMessage]]:

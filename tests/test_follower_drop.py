@@ -9,9 +9,9 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from tests.support.harness import free_port
+from tests.support.kafka_reads import read_keys
 from topology.admin import TopicAdmin
 from topology.producer import FollowerProducer, ProduceFailed
 
@@ -20,32 +20,6 @@ def _new_topic(bootstrap: str) -> str:
     topic = f"kqs-test-follower-{uuid.uuid4().hex[:8]}"
     asyncio.run(TopicAdmin(bootstrap).create_topic(topic, 1, {}))
     return topic
-
-
-def _read_keys(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-follower-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    keys: list[bytes] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        for _ in range(100):  # bounded: the records are there once flushed
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                break  # end of the partition
-            key = msg.key()
-            assert isinstance(key, bytes)
-            keys.append(key)
-    finally:
-        consumer.close()
-    return keys
 
 
 def test_records_waiting_for_an_absent_broker_are_dropped_and_their_waiters_fail() -> None:
@@ -90,7 +64,7 @@ def test_the_producer_delivers_again_after_dropping(kafka_bootstrap: str) -> Non
 
     # Then the later record is delivered after the earlier one (idempotence intact)
     assert remaining == 0
-    keys = _read_keys(kafka_bootstrap, topic)
+    keys = read_keys(kafka_bootstrap, topic)
     assert keys[0] == b"before" and keys[-1] == b"after"
 
 

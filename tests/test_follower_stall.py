@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
+from tests.support.clocks import Monotonic
 from tests.support.harness import free_port
-from tests.test_follower_drop import _read_keys
-from tests.test_pause_watch import Monotonic
+from tests.support.kafka_reads import read_keys
 from topology.admin import TopicAdmin
 from topology.producer import FollowerProducer, ProduceFailed
 from topology.stall import SETTLE_S, STALL_S
@@ -75,7 +75,7 @@ def test_records_held_after_a_stall_the_group_did_not_act_on_go_once_the_hold_en
         held.result(timeout=30)
     finally:
         follower.close()
-    assert _read_keys(kafka_bootstrap, topic) == [b"held"]
+    assert read_keys(kafka_bootstrap, topic) == [b"held"]
 
 
 def test_a_flush_during_the_hold_delivers(kafka_bootstrap: str) -> None:
@@ -92,7 +92,7 @@ def test_a_flush_during_the_hold_delivers(kafka_bootstrap: str) -> None:
         held.result(timeout=30)
     finally:
         follower.close()
-    assert _read_keys(kafka_bootstrap, topic) == [b"flushed"]
+    assert read_keys(kafka_bootstrap, topic) == [b"flushed"]
 
 
 def test_one_gateway_never_holds() -> None:

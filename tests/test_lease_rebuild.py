@@ -9,8 +9,7 @@ from __future__ import annotations
 from lease_store.clock import ManualClock
 from lease_store.kv import KeyValueStore
 from lease_store.memory import MemoryKeyValueStore
-from lease_store.rebuild import LeaseRebuild, PartitionPlan
-from lease_store.records import LeaseFact, StoredMessage
+from lease_store.records import LeaseFact
 from lease_store.store import Counts, LeaseStore, PartitionKey, PartitionState
 from tests.support.builders import (
     DAY_MS,
@@ -21,61 +20,11 @@ from tests.support.builders import (
     on_every_backend,
     records,
 )
+from tests.support.compacted_changelog import RETENTION_MS, CompactedChangelog, rebuilt
 from topology.changelog import encode_state, fact_key, parse_key, purge_watermark, state_key
 
-RETENTION_MS = 4 * DAY_MS
 PK = a_partition()
 OTHER = a_partition(queue=2)
-
-Log = list[tuple[int, StoredMessage]]
-
-
-class CompactedChangelog:
-    """What `__kqs_leases` keeps after compaction: the latest value per key, in key order."""
-
-    def __init__(self) -> None:
-        self.latest: dict[tuple[PartitionKey, int | None], LeaseFact | int | None] = {}
-        self.commits: list[tuple[PartitionKey, dict[int, LeaseFact | None]]] = []
-
-    def on_commit(
-        self, pk: PartitionKey, changes: dict[int, bytes | None], st: PartitionState
-    ) -> None:
-        facts = {
-            o: LeaseFact.decode(raw) if raw is not None else None for o, raw in changes.items()
-        }
-        self.commits.append((pk, facts))
-        for offset, fact in facts.items():
-            self.latest[(pk, offset)] = fact
-        if st.purged_before_offset:
-            self.latest[(pk, None)] = st.purged_before_offset
-
-    def replay_into(self, rebuild: LeaseRebuild) -> None:
-        for (pk, offset), value in self.latest.items():
-            if offset is None:
-                assert isinstance(value, int)
-                rebuild.apply_purge_watermark(pk, value)
-            else:
-                assert not isinstance(value, int)
-                rebuild.apply_change(pk, offset, value)
-
-
-def rebuilt(
-    kv: KeyValueStore,
-    changelog: CompactedChangelog,
-    logs: dict[PartitionKey, Log],
-    now_ms: int,
-    log_start: int = 0,
-) -> LeaseStore:
-    rebuild = LeaseRebuild(
-        kv, [PartitionPlan(pk, RETENTION_MS, log_start) for pk in logs], now_ms, batch_size=3
-    )
-    changelog.replay_into(rebuild)
-    for pk, log in logs.items():
-        kept = [(offset, m) for offset, m in log if offset >= log_start]
-        rebuild.replay(pk, kept[:2])  # in two calls, as batches arrive
-        rebuild.replay(pk, kept[2:])
-        rebuild.finish(pk, log[-1][0] + 1 if log else log_start)
-    return LeaseStore(kv)
 
 
 def facts(store: LeaseStore, pk: PartitionKey, offsets: range) -> dict[int, LeaseFact]:

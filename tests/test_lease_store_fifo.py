@@ -24,8 +24,8 @@ from tests.support.builders import (
     a_partition,
     on_every_backend,
 )
+from tests.support.compacted_changelog import CompactedChangelog, rebuilt
 from tests.support.crash_workload_fifo import Receive, out_of_order
-from tests.test_lease_rebuild import CompactedChangelog, rebuilt
 
 RETENTION_MS = 4 * DAY_MS
 VISIBILITY_MS = 30 * SECOND_MS

@@ -16,7 +16,7 @@ from gateway import messages as messages_module
 from gateway.errors import ServiceUnavailable
 from gateway.queues import partition_keys
 from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
-from tests.test_moved_while_confirming import QUEUE, gateway_serving_the_queue
+from tests.support.in_process_gateway import QUEUE, gateway_serving_the_queue
 
 
 def a_handle_on_partition_0() -> str:

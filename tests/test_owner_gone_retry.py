@@ -25,7 +25,7 @@ from gateway.queues import partition_keys
 from lease_store.errors import MessageNotInflight
 from lease_store.handles import ReceiptHandle, ReceiptHandleCodec
 from lease_store.records import StoredMessage
-from tests.test_moved_while_confirming import (
+from tests.support.in_process_gateway import (
     NEXT,
     QUEUE,
     T0,

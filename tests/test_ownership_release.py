@@ -15,7 +15,7 @@ import pytest
 import gateway.ownership
 from lease_store.kv import KeyValueStore
 from lease_store.rebuild import RebuildStats
-from tests.test_moved_while_confirming import (
+from tests.support.in_process_gateway import (
     ME,
     QUEUE,
     RememberingDirectory,

@@ -5,18 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from gateway.pause_watch import PauseWatch
+from tests.support.clocks import Monotonic
 
 SETTLE_S = 0.2
-
-
-class Monotonic:
-    """A clock the test moves (the loop's timers still run in real time)."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def waited(watch: PauseWatch) -> float:

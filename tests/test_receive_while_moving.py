@@ -15,7 +15,7 @@ from gateway.queues import queue_arn
 from lease_store.clock import ManualClock
 from lease_store.records import StoredMessage
 from lease_store.store import Delivery, PartitionKey
-from tests.test_moved_while_confirming import T0, gateway_serving_the_queue, take
+from tests.support.in_process_gateway import T0, gateway_serving_the_queue, take
 from topology.catalog import QueueRecord
 
 DLQ = QueueRecord("000000000000", "orders-dlq", "ef" * 16, 1)

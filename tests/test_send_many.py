@@ -21,7 +21,7 @@ from lease_store.handles import ReceiptHandleCodec
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import StoredMessage
 from lease_store.store import LeaseStore
-from tests.test_moved_while_confirming import T0, registry_of
+from tests.support.in_process_gateway import T0, registry_of
 from topology.catalog import QueueRecord
 from topology.producer import Delivered, ProduceFailed
 

@@ -21,7 +21,7 @@ from gateway.ownership import GroupOwnership
 from lease_store.clock import ManualClock
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.store import LeaseStore
-from tests.test_moved_while_confirming import (
+from tests.support.in_process_gateway import (
     T0,
     RememberingDirectory,
     ownership_on_the_loop,
