@@ -1,4 +1,4 @@
-"""A Celery app whose broker is KQS, through kombu's SQS transport (tests/test_clients_python.py).
+"""A Celery app whose broker is KQS, through kombu's SQS transport (tests/clients/test_clients_python.py).
 
 The worker runs this module in its own process (`celery -A tests.support.celery_app worker`); the test
 sends tasks with `make_app`'s app. Each task appends what it ran as one JSON line to

@@ -4,9 +4,9 @@ Everything built or downloaded lands in the KQS cache (``$KQS_CACHE_DIR`` or ``~
 never in the repository, keyed by a hash of the sources it was built from, so a session builds
 each piece at most once and later sessions reuse it::
 
-    <cache>/java-clients-<hash>/classes, deps/     tests/java (Maven; jars in ~/.m2)
-    <cache>/node-clients-<hash>/node_modules/      tests/node/package*.json (npm ci)
-    <cache>/go-clients-<hash>/sqs-roundtrip        tests/go (Go module proxy; ~/go/pkg/mod)
+    <cache>/java-clients-<hash>/classes, deps/     tests/clients/java (Maven; jars in ~/.m2)
+    <cache>/node-clients-<hash>/node_modules/      tests/clients/node/package*.json (npm ci)
+    <cache>/go-clients-<hash>/sqs-roundtrip        tests/clients/go (Go module proxy; ~/go/pkg/mod)
     <cache>/versitygw-<version>/bin/versitygw      the S3 server (go install)
 
 A finished build writes ``.kqs-complete`` last (``topology/maven.py``'s convention); a file
@@ -40,7 +40,7 @@ from tests.support.harness import free_port
 from topology import file_lock
 
 REPO = Path(__file__).resolve().parents[2]
-TESTS = REPO / "tests"
+CLIENTS = REPO / "tests" / "clients"
 MARKER = ".kqs-complete"
 # The Versity S3 Gateway: a real S3-compatible server, built with the Go module proxy.
 VERSITYGW_MODULE = "github.com/versity/versitygw"
@@ -134,8 +134,8 @@ def _run(cmd: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None
 
 
 def java_classpath() -> str:
-    """Compile tests/java with Maven (once per source hash); the classpath to run it with."""
-    root = TESTS / "java"
+    """Compile tests/clients/java with Maven (once per source hash); its classpath."""
+    root = CLIENTS / "java"
     home = cache_dir() / f"java-clients-{_hash(_sources(root, 'pom.xml', 'src/**/*.java'))}"
 
     def build(scratch: Path) -> None:
@@ -167,8 +167,8 @@ def java_classpath() -> str:
 
 
 def node_modules() -> Path:
-    """`npm ci` of tests/node's lock file (once per lock hash); its node_modules directory."""
-    root = TESTS / "node"
+    """`npm ci` of tests/clients/node's lock file (once per lock hash); its node_modules."""
+    root = CLIENTS / "node"
     manifests = [root / "package.json", root / "package-lock.json"]
     home = cache_dir() / f"node-clients-{_hash(manifests)}"
 
@@ -189,8 +189,8 @@ def node_modules() -> Path:
 
 
 def go_binary() -> Path:
-    """`go build` of tests/go (once per source hash); the program's path."""
-    root = TESTS / "go"
+    """`go build` of tests/clients/go (once per source hash); the program's path."""
+    root = CLIENTS / "go"
     home = cache_dir() / f"go-clients-{_hash(_sources(root, 'go.mod', 'go.sum', '*.go'))}"
 
     def build(scratch: Path) -> None:
