@@ -1,14 +1,15 @@
-"""The tiers (a marker and xdist group for each test from its folder), and the shared fixtures:
-one real Kafka broker, one gateway process, and both SQS protocols."""
+"""The tiers (each test's marker and xdist group come from its folder), and the shared
+fixtures: one real Kafka broker, one gateway process, and both SQS protocols."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
 from tests.support.harness import (
     GatewayProcess,
@@ -29,14 +30,14 @@ TESTS = Path(__file__).resolve().parent
 #   clients/      the SQS client libraries (Java, Node, Go, Python) against a gateway
 TIERS = ("unit", "integration", "e2e", "crash", "clients")
 
-# How `scripts/test` spreads the suite over two pytest-xdist workers (`--dist loadgroup`):
-# each module is a unit (its module-scoped brokers start once), and the folders below share
-# one unit each. The crash suite and the modules that run several gateways or brokers, kill
-# or stop them and bound how long recovery takes (e2e/several_gateways/) run one after
-# another on one worker as in a serial run, never beside each other; the modules using the
-# session's SparkSession (the spark/ folders) run on one worker, which starts one. The suite
-# waits on Kafka, timeouts and sleeps far more than it computes (a serial run keeps ~1 of
-# the 2 cores busy), which is what the second worker uses.
+# How `scripts/test` spreads the suite over two pytest-xdist workers (`--dist loadgroup`): each
+# module is a unit (its module-scoped brokers start once), and the folders below share one
+# unit each. The crash suite and the modules that run several gateways or brokers, kill or
+# stop them and bound how long recovery takes (e2e/several_gateways/) run one after another
+# on one worker as in a serial run, never beside each other; the modules using the session's
+# SparkSession (the spark/ folders) run on one worker, which starts one. The suite waits on
+# Kafka, timeouts and sleeps far more than it computes (a serial run keeps ~1 of the 2 cores
+# busy), which is what the second worker uses.
 SHARED_GROUPS = {
     "crash": "multi-process",
     "e2e/several_gateways": "multi-process",
@@ -45,11 +46,30 @@ SHARED_GROUPS = {
 }
 
 
-def _group(folder: str, module: str) -> str:
+def group_of(where: PurePosixPath) -> str:
+    """The xdist group of the test module at `where` (relative to tests/)."""
+    folder = where.parent.as_posix()
     for shared, group in SHARED_GROUPS.items():
         if folder == shared or folder.startswith(f"{shared}/"):
             return group
-    return module
+    return where.with_suffix("").as_posix()
+
+
+class FolderGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist has no type hints
+    """`--dist loadgroup` with each test's group taken from its folder (`group_of`).
+
+    xdist's own loadgroup reads `xdist_group` marks through a suffix it appends to each test
+    id, which pytest 9.2 no longer keeps: every test was then scheduled on its own
+    (pytest-dev/pytest-xdist#1386). The group is the scheduler's unit, as in loadgroup."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = PurePosixPath(nodeid.split("::", 1)[0])
+        return group_of(path.relative_to("tests")) if path.parts[0] == "tests" else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return FolderGroups(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
@@ -60,8 +80,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             tiers = ", ".join(f"tests/{t}/" for t in TIERS)
             raise pytest.UsageError(f"{item.nodeid}: a test lives in one of {tiers}")
         item.add_marker(getattr(pytest.mark, where.parts[0]))
-        module = where.with_suffix("").as_posix()
-        item.add_marker(pytest.mark.xdist_group(_group(where.parent.as_posix(), module)))
 
 
 @pytest.fixture(scope="session")
