@@ -1,4 +1,4 @@
-"""Toolchain builds and a real S3 server for the client-library tests (tests/test_clients_*.py).
+"""Toolchain builds and a real S3 server for the client-library tests (tests/clients/).
 
 Everything built or downloaded lands in the KQS cache (``$KQS_CACHE_DIR`` or ``~/.cache/kqs``),
 never in the repository, keyed by a hash of the sources it was built from, so a session builds

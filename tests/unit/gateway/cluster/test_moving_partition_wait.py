@@ -2,7 +2,7 @@
 next) waits for its next owner, up to `MOVING_WAIT_S`, instead of failing at once with
 ServiceUnavailable. Seen before: a FIFO send right after CreateQueue, when the group's
 second balancing round moved the queue's partitions, failed after its one client retry.
-Same stand-ins as `test_moved_while_confirming.py`: a real `MessageService` and
+The in-process gateway of `tests/support/in_process_gateway.py`: a real `MessageService` and
 `GroupOwnership` on the event loop, Kafka's clients replaced.
 """
 

@@ -4,8 +4,8 @@ owner serves it, instead of answering ServiceUnavailable at once.
 
 While a partition moves, the owners directory goes on naming the gateway that released it
 (or died) until the next owner has restored it and published itself; the crash suite's
-hand-over runs saw dozens of deletes refused so per run. Same stand-ins as
-`test_moved_while_confirming.py`: a real `MessageService` and `GroupOwnership` on the event
+hand-over runs saw dozens of deletes refused so per run. The in-process gateway of
+`tests/support/in_process_gateway.py`: a real `MessageService` and `GroupOwnership` on the event
 loop; the other gateways answer through `AnsweringForwarder`.
 """
 

@@ -1,6 +1,6 @@
 """A receive meets a partition that stops being served here while it runs.
 
-Same stand-ins as `test_moved_while_confirming.py`: a real `MessageService` and
+The in-process gateway of `tests/support/in_process_gateway.py`: a real `MessageService` and
 `GroupOwnership` on the event loop, Kafka's clients replaced.
 """
 

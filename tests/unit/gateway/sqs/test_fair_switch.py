@@ -1,7 +1,7 @@
 """When a gateway treats a standard queue as fair (groups take turns) without having sent its
 grouped messages itself: after a restart, on a partition taken over from another gateway,
 and for grouped records another producer wrote. The real `MessageService` and lease store,
-Kafka's clients replaced (`tests/unit/gateway/cluster/test_moved_while_confirming.py`).
+Kafka's clients replaced (`tests/support/in_process_gateway.py`).
 """
 
 from __future__ import annotations
