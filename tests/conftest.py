@@ -75,7 +75,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        where = item.path.resolve().relative_to(TESTS)
+        path = item.path.resolve()
+        where = path.relative_to(TESTS) if path.is_relative_to(TESTS) else path
         if len(where.parts) < 2 or where.parts[0] not in TIERS:
             tiers = ", ".join(f"tests/{t}/" for t in TIERS)
             raise pytest.UsageError(f"{item.nodeid}: a test lives in one of {tiers}")
