@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dashboard.feed import Topics
 from dashboard.server import DashboardServer
-from tests.browser import find_chromium, screenshot
-from tests.dashboard_builders import create_topics, produce, sample_traffic, summary_when
-from tests.harness import free_port
+from tests.support.browser import find_chromium, screenshot
+from tests.support.dashboard_builders import create_topics, produce, sample_traffic, summary_when
+from tests.support.harness import free_port
 from topology.embedded import broker
 
 

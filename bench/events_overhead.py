@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.observability.events import KafkaEventSink
 from lease_store.clock import SystemClock
-from tests.builders import a_message
-from tests.harness import GatewayProcess, free_port, json_client
+from tests.support.builders import a_message
+from tests.support.harness import GatewayProcess, free_port, json_client
 from topology.catalog import QueueRecord
 from topology.embedded import broker
 from topology.events import EventPublisher

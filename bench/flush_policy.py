@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.harness import free_port
+from tests.support.harness import free_port
 from topology.admin import TopicAdmin
 from topology.embedded import broker
 from topology.producer import AsyncProducer

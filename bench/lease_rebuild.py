@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.receive_backlog import fill, topic_of, wait_ingested
-from tests.harness import GatewayProcess, free_port, json_client
+from tests.support.harness import GatewayProcess, free_port, json_client
 from topology.embedded import broker
 
 

@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lease_store.records import StoredMessage
-from tests.harness import GatewayProcess, free_port, json_client
+from tests.support.harness import GatewayProcess, free_port, json_client
 from topology.embedded import broker
 from topology.record_format import to_headers
 

@@ -1,7 +1,7 @@
 """The one storage contract the lease store is written against: an ordered byte map.
 
 `MemoryKeyValueStore` (tests, ephemeral use) and `RocksKeyValueStore` (durable default)
-implement it and are verified by the same contract suite (`tests/test_kv_contract.py`).
+implement it and are verified by the same contract suite (`tests/unit/lease_store/test_kv_contract.py`).
 """
 
 from __future__ import annotations

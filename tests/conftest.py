@@ -1,19 +1,17 @@
-"""Session fixtures: one real Kafka broker, one gateway process, and both SQS protocols."""
+"""The tiers (each test's marker and xdist group come from its folder), and the shared
+fixtures: one real Kafka broker, one gateway process, and both SQS protocols."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
-from lease_store.clock import ManualClock
-from lease_store.kv import KeyValueStore
-from lease_store.store import LeaseStore
-from tests.builders import T0, open_kv
-from tests.harness import (
+from tests.support.harness import (
     GatewayProcess,
     KafkaCluster,
     NewQueue,
@@ -23,38 +21,66 @@ from tests.harness import (
 )
 from topology.embedded import broker
 
-# How `scripts/test` spreads the suite over two pytest-xdist workers (`--dist loadgroup`):
-# each module is a unit (its module-scoped brokers start once), and the modules that run
-# several gateways or brokers, kill or stop them and bound how long recovery takes share
-# one unit, so they run one after another on one worker as in a serial run and never beside
-# each other. The suite waits on Kafka, timeouts and sleeps far more than it computes (a
-# serial run keeps ~1 of the 2 cores busy), which is what the second worker uses.
-_ONE_AFTER_ANOTHER = frozenset(
-    {
-        "test_crash",
-        "test_crash_fifo",
-        "test_e2e_cluster",
-        "test_e2e_ownership",
-        "test_e2e_workers",
-        "test_e2e_move_tasks_failover",
-        "test_e2e_move_tasks_group",
-        "test_group_check",
-    }
-)
-# The modules using the session's SparkSession: one worker starts one.
-_SPARK = frozenset({"test_e2e_analytics", "test_spark_transforms"})
+TESTS = Path(__file__).resolve().parent
+# The tiers, one folder each; every test gets its tier's marker (`pytest -m unit`, ...):
+#   unit/         no broker, no gateway process; mirrors the packages (unit/gateway/<room>/, ...)
+#   integration/  a real Kafka broker (or a Spark session), no gateway process
+#   e2e/          gateway processes over HTTP, both protocols
+#   crash/        the crash suite: gateways and brokers killed and stopped under load
+#   clients/      the SQS client libraries (Java, Node, Go, Python) against a gateway
+TIERS = ("unit", "integration", "e2e", "crash", "clients")
+
+# How `scripts/test` spreads the suite over two pytest-xdist workers (`--dist loadgroup`): each
+# module is a unit (its module-scoped brokers start once), and the folders below share one
+# unit each. The crash suite and the modules that run several gateways or brokers, kill or
+# stop them and bound how long recovery takes (e2e/several_gateways/) run one after another
+# on one worker as in a serial run, never beside each other; the modules using the session's
+# SparkSession (the spark/ folders) run on one worker, which starts one. The suite waits on
+# Kafka, timeouts and sleeps far more than it computes (a serial run keeps ~1 of the 2 cores
+# busy), which is what the second worker uses.
+SHARED_GROUPS = {
+    "crash": "multi-process",
+    "e2e/several_gateways": "multi-process",
+    "integration/spark": "spark",
+    "e2e/spark": "spark",
+}
 
 
+def group_of(where: PurePosixPath) -> str:
+    """The xdist group of the test module at `where` (relative to tests/)."""
+    folder = where.parent.as_posix()
+    for shared, group in SHARED_GROUPS.items():
+        if folder == shared or folder.startswith(f"{shared}/"):
+            return group
+    return where.with_suffix("").as_posix()
+
+
+class FolderGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist has no type hints
+    """`--dist loadgroup` with each test's group taken from its folder (`group_of`).
+
+    xdist's own loadgroup reads `xdist_group` marks through a suffix it appends to each test
+    id, which pytest 9.2 no longer keeps: every test was then scheduled on its own
+    (pytest-dev/pytest-xdist#1386). The group is the scheduler's unit, as in loadgroup."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = PurePosixPath(nodeid.split("::", 1)[0])
+        return group_of(path.relative_to("tests")) if path.parts[0] == "tests" else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return FolderGroups(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.path.stem
-        if module in _ONE_AFTER_ANOTHER:
-            group = "multi-process"
-        elif module in _SPARK:
-            group = "spark"
-        else:
-            group = module
-        item.add_marker(pytest.mark.xdist_group(group))
+        path = item.path.resolve()
+        where = path.relative_to(TESTS) if path.is_relative_to(TESTS) else path
+        if len(where.parts) < 2 or where.parts[0] not in TIERS:
+            tiers = ", ".join(f"tests/{t}/" for t in TIERS)
+            raise pytest.UsageError(f"{item.nodeid}: a test lives in one of {tiers}")
+        item.add_marker(getattr(pytest.mark, where.parts[0]))
 
 
 @pytest.fixture(scope="session")
@@ -113,17 +139,6 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real S3-compatible server (Versity S3 Gateway, posix backend) for the whole run."""
-    from tests import clients_support
-
-    if not clients_support.versitygw_built():
-        clients_support.require_tool("go")
-    with clients_support.s3_server(tmp_path_factory.mktemp("s3")) as endpoint:
-        yield endpoint
-
-
 @pytest.fixture(params=["json", "query"])
 def protocol(request: pytest.FixtureRequest) -> str:
     value: str = request.param
@@ -160,26 +175,6 @@ def scratch_queue(protocol: str, new_queue: NewQueue, scratch_urls: dict[str, st
     if protocol not in scratch_urls:
         scratch_urls[protocol] = new_queue("scratch")
     return scratch_urls[protocol]
-
-
-# -- lease-store unit tests: one fixture set, run per backend via `on_every_backend` -------
-
-
-@pytest.fixture
-def kv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyValueStore]:
-    store = open_kv(request.param, tmp_path / "kv")
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def store(kv: KeyValueStore) -> LeaseStore:
-    return LeaseStore(kv)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
 
 
 @pytest.fixture

@@ -142,7 +142,7 @@ def sizes_of(event: Event) -> list[int]:
 
 # The events of every message (sent, received, deleted) are written directly, without
 # building a dict for json.dumps (~0.7 µs instead of ~5.5 µs): the same bytes, member for
-# member, as `encode` of the builders above (tests/test_events.py compares them).
+# member, as `encode` of the builders above (tests/unit/gateway/observability/test_events.py compares them).
 _text = partial(json.dumps, ensure_ascii=False)
 
 

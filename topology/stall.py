@@ -14,5 +14,5 @@ from __future__ import annotations
 STALL_S = 3.0
 # How long changes wait after a stall for the loss of the partitions to reach the gateway:
 # librdkafka's session check runs as soon as its threads run again (milliseconds in
-# `tests/test_e2e_ownership.py`'s SIGSTOP test), the hand-over to the loop takes a turn.
+# `tests/e2e/several_gateways/test_e2e_ownership.py`'s SIGSTOP test), the hand-over to the loop takes a turn.
 SETTLE_S = 1.0

@@ -19,7 +19,7 @@ from pathlib import Path
 from lease_store.keys import PartitionKey
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.store import LeaseStore
-from tests.builders import a_message
+from tests.support.builders import a_message
 
 RETENTION_MS = 4 * 86_400_000
 
