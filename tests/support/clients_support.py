@@ -1,8 +1,8 @@
 """Toolchain builds and a real S3 server for the client-library tests (tests/clients/).
 
 Everything built or downloaded lands in the KQS cache (``$KQS_CACHE_DIR`` or ``~/.cache/kqs``),
-never in the repository, keyed by a hash of the sources it was built from, so a session builds
-each piece at most once and later sessions reuse it::
+never in the repository, keyed by a hash of the sources it was built from, so a test run builds
+each piece at most once and later runs reuse it::
 
     <cache>/java-clients-<hash>/classes, deps/     tests/clients/java (Maven; jars in ~/.m2)
     <cache>/node-clients-<hash>/node_modules/      tests/clients/node/package*.json (npm ci)

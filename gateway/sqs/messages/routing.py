@@ -107,8 +107,8 @@ class Routing(MessageState):
         A gateway stopped in that wait past its session lost those partitions: their next
         owner restored them without these leases (still in this gateway's changelog queue
         then), and may have delivered and deleted the messages since. Answering them on
-        waking would deliver them after their deletion (the crash suite's SIGSTOP run, session
-        35). Those leased on a moved partition are not answered; they are not lost: the next
+        waking would deliver them after their deletion (the crash suite's SIGSTOP run, fixed
+        in adb1e98). Those leased on a moved partition are not answered; they are not lost: the next
         owner serves them (and should the partition come back to this gateway's kept copy,
         the lease ends with its visibility timeout)."""
         await self.ownership.settled()  # at once unless the loop stood still

@@ -95,7 +95,7 @@ def test_messages_stored_by_earlier_versions_still_read(message: StoredMessage) 
 
 
 def _format_2(message: StoredMessage) -> bytes:
-    """What sessions 10-17 stored: format 3 without the body's digest."""
+    """What ca539b9 to b1502d1 stored: format 3 without the body's digest."""
     texts = [t.encode() if t is not None else None for t in message._texts()]
     attrs = json.dumps({k: v.to_json() for k, v in message.attributes.items()}).encode()
     head = struct.pack(
