@@ -1,5 +1,5 @@
-"""Applying records to the lease store: those ingest reads, and those this gateway produced, from
-their delivery reports (see `gateway/sqs/messages/service.py` for the whole story)."""
+"""Applying records to the lease store: those ingest reads, and those this gateway produced,
+from their delivery reports (`service.py` tells the whole story)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ INGEST_WAIT_S = 10.0
 
 
 class Applying(Routing):
+    """Records into the lease store: delivered ones in batches, ingested ones as read."""
+
     # -- ingest ----------------------------------------------------------------------------
 
     def on_ingested(self, topic: str, partition: int, batch: Batch) -> None:

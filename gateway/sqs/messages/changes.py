@@ -24,6 +24,8 @@ log = logging.getLogger("kqs.messages")
 
 
 class Changing(Receiving):
+    """Deletes and visibility changes, here or at the owner, confirmed before answered."""
+
     async def delete(self, record: QueueRecord, receipt_handle: str) -> None:
         """Delete the message; deleting an already deleted message succeeds, as in SQS."""
         (error,) = await self.delete_many(record, (receipt_handle,))

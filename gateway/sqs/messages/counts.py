@@ -29,6 +29,8 @@ log = logging.getLogger("kqs.messages")
 
 
 class Counting(Sending):
+    """The Approximate* numbers, gauges, expiry and purges."""
+
     # -- queue-level -----------------------------------------------------------------------
 
     def counts(self, record: QueueRecord) -> Counts:

@@ -29,6 +29,8 @@ log = logging.getLogger("kqs.messages")
 
 
 class Receiving(Counting):
+    """Receives: leases taken here or at the owners, long polls, dead-lettering."""
+
     # -- receive ---------------------------------------------------------------------------
 
     async def receive(

@@ -1,5 +1,6 @@
-"""Which gateway serves a partition, and reaching it: waits for a partition on the move, forwarding to
-its owner, and settling changes whose partition moved while they were confirmed."""
+"""Which gateway serves a partition, and reaching it: waits for a partition on the move,
+forwarding to its owner, and settling changes whose partition moved while they were
+confirmed."""
 
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ T = TypeVar("T")
 
 
 class Routing(MessageState):
+    """Which gateway serves each partition, and reaching the others."""
+
     def _served_partition(self, record: QueueRecord) -> int | None:
         """Where a standard queue's message goes: any partition (the producer's choice, None)
         with one gateway; with several, one this gateway serves, in turn, when it serves any.

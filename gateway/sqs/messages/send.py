@@ -41,6 +41,8 @@ def _lately(times_ms: dict[str, int], key: str, now_ms: int) -> bool:
 
 
 class Sending(Applying):
+    """Sends: the record produced, then applied, then answered."""
+
     # -- send ------------------------------------------------------------------------------
 
     async def send(self, record: QueueRecord, message: StoredMessage) -> Delivered:

@@ -16,23 +16,60 @@ so a partition's applied offset only ever moves over a contiguous run. Receive t
 in the lease store; when nothing is visible it parks on `QueueSignals` until a record is
 applied, a visibility changes, or the earliest lease or delay of the queue ends.
 
-With several gateways (`gateway/cluster/ownership.py`), each partition is served by one of them: what
-needs a partition another gateway serves goes to it (`gateway/cluster/forwarding.py`), and the `*_here`
-methods are what an owner runs for such a request.
+With several gateways (`gateway/cluster/ownership.py`), each partition is served by one of
+them: what needs a partition another gateway serves goes to it
+(`gateway/cluster/forwarding.py`), and the `*_here` methods are what an owner runs for such a
+request.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from gateway.cluster.forwarding import Forwarder
+from gateway.cluster.ownership import EveryPartition, GroupOwnership
 from gateway.common.eager_start import resume_waiting
+from gateway.observability.events import EventSink
 from gateway.sqs.group_sync import GroupSync
 from gateway.sqs.messages.changes import Changing
+from gateway.sqs.queues import QueueRegistry
+from gateway.sqs.waiters import QueueSignals
+from lease_store.clock import Clock
+from lease_store.handles import ReceiptHandleCodec
+from lease_store.store import LeaseStore
+from topology.changelog import LeaseChangelog
+from topology.producer import AsyncProducer
 
 
 class MessageService(Changing):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    """Send, receive, delete and change visibility of the messages of every queue."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        producer: AsyncProducer,
+        leases: LeaseStore,
+        registry: QueueRegistry,
+        signals: QueueSignals,
+        handles: ReceiptHandleCodec,
+        region: str,
+        changelog: LeaseChangelog | None = None,
+        events: EventSink | None = None,
+        ownership: EveryPartition | GroupOwnership | None = None,
+        forwarder: Forwarder | None = None,
+    ) -> None:
+        super().__init__(
+            clock,
+            producer,
+            leases,
+            registry,
+            signals,
+            handles,
+            region,
+            changelog,
+            events,
+            ownership,
+            forwarder,
+        )
+        # The parts' hooks, once they are all there.
         self.group_sync = GroupSync(self._sync)
         self._producer.add_batch_listener(self._apply_delivered)
         # Then the sends waiting for those reports answer in the same turn, not after the

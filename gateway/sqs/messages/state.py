@@ -1,20 +1,6 @@
-"""The message plane's state: send, receive, delete and visibility changes on lease store + Kafka.
-
-Send produces the record (acks=all) and answers once the record is applied to the lease
-store, so a message acknowledged to a client is both durable in Kafka and receivable at once.
-The gateway that produced a record applies it from its delivery report, which names the
-offset: all the records of one batch of reports in one lease-store write, in the event-loop
-turn the reports arrive in, so the sends answer in the next turn. The ingest consumer reads
-the records back too and skips what is applied already. Records
-applied out of turn (a report whose predecessor on the partition is not applied yet: a
-foreign producer's record, another gateway's) wait in `_ahead` until ingest fills the gap,
-so a partition's applied offset only ever moves over a contiguous run. Receive takes leases
-in the lease store; when nothing is visible it parks on `QueueSignals` until a record is
-applied, a visibility changes, or the earliest lease or delay of the queue ends.
-
-With several gateways (`gateway/cluster/ownership.py`), each partition is served by one of them: what
-needs a partition another gateway serves goes to it (`gateway/cluster/forwarding.py`), and the `*_here`
-methods are what an owner runs for such a request.
+"""What the parts of the message service share: its collaborators and its in-memory state
+(`MessageState`), and the small records they hand each other. The service itself and the
+story of a message are in `service.py`.
 """
 
 from __future__ import annotations
