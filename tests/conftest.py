@@ -32,15 +32,14 @@ TIERS = ("unit", "integration", "e2e", "crash", "clients")
 
 # How `scripts/test` spreads the suite over two pytest-xdist workers (`--dist loadgroup`): each
 # module is a unit (its module-scoped brokers start once), and the folders below share one
-# unit each. The crash suite and the modules that run several gateways or brokers, kill or
-# stop them and bound how long recovery takes (e2e/several_gateways/) run one after another
-# on one worker as in a serial run, never beside each other; the modules using the session's
+# unit each. The crash suite kills and stops gateways and brokers under load and bounds how
+# long recovery takes: its modules run one after another on one worker, never beside each
+# other, while the other worker takes the rest of the suite. The modules using the session's
 # SparkSession (the spark/ folders) run on one worker, which starts one. The suite waits on
 # Kafka, timeouts and sleeps far more than it computes (a serial run keeps ~1 of the 2 cores
 # busy), which is what the second worker uses.
 SHARED_GROUPS = {
-    "crash": "multi-process",
-    "e2e/several_gateways": "multi-process",
+    "crash": "crash",
     "integration/spark": "spark",
     "e2e/spark": "spark",
 }
@@ -69,7 +68,13 @@ class FolderGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist has no t
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    return FolderGroups(config, log) if config.getvalue("dist") == "loadgroup" else None
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    # Groups in collection order, not largest (most tests) first: the crash suite (tests/crash,
+    # second after tests/clients) has few tests but the longest run, so it starts at once on
+    # one worker while the other works through the rest, instead of running alone at the end.
+    config.option.loadscopereorder = False
+    return FolderGroups(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
