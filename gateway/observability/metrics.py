@@ -1,23 +1,31 @@
 """`GET /metrics`: the gateway's numbers in the Prometheus text exposition format 0.0.4,
-through `prometheus_client`.
+written by `prometheus_client`.
 
 Each gateway has a registry of its own (`GatewayMetrics`; never the library's global one), so
-several gateways, or tests, in one process keep their series apart. Request counters and
-latency histograms are the library's `Counter` and `Histogram`, observed as the requests are
-answered (`RequestMetrics.observe`, called by `gateway/http/pipeline.py`); everything else is
-read when scraped (`SnapshotCollector` over a `Snapshot`): the queues' exact Approximate*
-counters, the event publisher's counters, and the latest librdkafka statistics of both
-producers. The metric list is in `docs/ARCHITECTURE.md`.
+several gateways, or tests, in one process keep their series apart. Two collectors feed it.
+`RequestMetrics` counts the requests and times them as they are answered
+(`RequestMetrics.observe`, called by `gateway/http/pipeline.py`) in plain dicts, and hands
+them to the library when scraped: the library's own `Counter` and `Histogram` (a lock per
+counter, checks per call) cost ~8,000 more instructions per request, 2 % of a GetQueueUrl
+(bench/results/archive/2026-12-02-metrics-prometheus-client.md). `SnapshotCollector` reads
+everything else when scraped (`Snapshot`): the queues' exact Approximate* counters, the event
+publisher's counters, and the latest librdkafka statistics of both producers. The metric
+list is in `docs/ARCHITECTURE.md`.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.metrics import disable_created_metrics
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from topology.producer_stats import ProducerStatistics
@@ -25,11 +33,6 @@ from topology.producer_stats import ProducerStatistics
 # The format `generate_latest` writes, as scrapers were told before the library. Its
 # CONTENT_TYPE_LATEST says version=1.0.0 in recent releases (0.26), 0.0.4 in older ones.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-# No `<name>_created` series beside each counter and histogram (the exposition has none, as
-# before the library): a switch of the whole process, where nothing else uses the library.
-# (The function is not annotated.)
-disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # 1 ms to 30 s: a send waits for acks=all (milliseconds), a long poll up to 20 s.
 DURATION_BUCKETS_S: tuple[float, ...] = (
@@ -51,42 +54,78 @@ DURATION_BUCKETS_S: tuple[float, ...] = (
 )
 
 
-class RequestMetrics:
+# The buckets' `le` labels, as the library's own histogram writes them.
+_LE = tuple(repr(bound) for bound in DURATION_BUCKETS_S)
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...] = DURATION_BUCKETS_S
+    counts: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS_S))
+    total: int = 0
+    sum_s: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.total += 1
+        self.sum_s += seconds
+        for i, bound in enumerate(self.buckets):
+            if seconds <= bound:
+                self.counts[i] += 1
+                break
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """(le, observations at or under it) for each bucket, "+Inf" last."""
+        out: list[tuple[str, float]] = []
+        running = 0
+        for le, count in zip(_LE, self.counts, strict=True):
+            running += count
+            out.append((le, running))
+        out.append(("+Inf", self.total))
+        return out
+
+
+class RequestMetrics(Collector):
     """SQS requests answered: counts by action, protocol and outcome, and their durations."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._requests = Counter(
-            "kqs_requests_total",
-            "SQS requests answered, by action, protocol and outcome (ok or the SQS error code).",
-            ("action", "protocol", "outcome"),
-            registry=registry,
-        )
-        self._durations = Histogram(
-            "kqs_request_duration_seconds",
-            "Time to answer an SQS request, by action; long polls (long_poll=true) apart.",
-            ("action", "long_poll"),
-            registry=registry,
-            buckets=DURATION_BUCKETS_S,
-        )
-        # Each series' child, kept: `labels()` checks and converts its arguments and takes a
-        # lock on every call, and this runs once per request.
-        self._counted: dict[tuple[str, str, str], Counter] = {}
-        self._timed: dict[tuple[str, bool], Histogram] = {}
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.durations: dict[tuple[str, bool], Histogram] = {}
 
     def observe(
         self, action: str, protocol: str, outcome: str, seconds: float, long_poll: bool = False
     ) -> None:
         """One answered request; `outcome` is "ok" or the SQS error code."""
-        counter = self._counted.get((action, protocol, outcome))
-        if counter is None:
-            counter = self._requests.labels(action, protocol, outcome)
-            self._counted[(action, protocol, outcome)] = counter
-        counter.inc()
-        histogram = self._timed.get((action, long_poll))
+        self.requests[(action, protocol, outcome)] += 1
+        histogram = self.durations.get((action, long_poll))
         if histogram is None:
-            histogram = self._durations.labels(action, "true" if long_poll else "false")
-            self._timed[(action, long_poll)] = histogram
+            histogram = self.durations[(action, long_poll)] = Histogram()
         histogram.observe(seconds)
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "kqs_requests_total",
+            "SQS requests answered, by action, protocol and outcome (ok or the SQS error code).",
+            labels=("action", "protocol", "outcome"),
+        )
+        for labels, count in sorted(self.requests.items()):
+            requests.add_metric(labels, count)
+        yield requests
+        durations = HistogramMetricFamily(
+            "kqs_request_duration_seconds",
+            "Time to answer an SQS request, by action; long polls (long_poll=true) apart.",
+            labels=("action", "long_poll"),
+        )
+        for (action, long_poll), histogram in sorted(self.durations.items()):
+            durations.add_metric(
+                (action, "true" if long_poll else "false"),
+                histogram.cumulative(),
+                histogram.sum_s,
+            )
+        yield durations
+
+    def describe(self) -> Iterator[Metric]:
+        # The names, for the registry to refuse a clash.
+        return RequestMetrics().collect()
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +179,8 @@ class GatewayMetrics:
 
     def __init__(self, read_snapshot: Callable[[], Snapshot]) -> None:
         self.registry = CollectorRegistry()
-        self.requests = RequestMetrics(self.registry)
+        self.requests = RequestMetrics()
+        self.registry.register(self.requests)
         self.registry.register(SnapshotCollector(read_snapshot))
 
     def exposition(self) -> bytes:
