@@ -6,7 +6,8 @@ several gateways, or tests, in one process keep their series apart. Two collecto
 `RequestMetrics` counts the requests and times them as they are answered
 (`RequestMetrics.observe`, called by `gateway/http/pipeline.py`) in plain dicts, and hands
 them to the library when scraped: the library's own `Counter` and `Histogram` (a lock per
-counter, checks per call) cost ~8,000 more instructions per request, 2 % of a GetQueueUrl
+value, checks on every call) cost 11,000-14,500 more instructions per request, 3 % of a
+GetQueueUrl and 2 % of a SendMessage
 (bench/results/archive/2026-12-02-metrics-prometheus-client.md). `SnapshotCollector` reads
 everything else when scraped (`Snapshot`): the queues' exact Approximate* counters, the event
 publisher's counters, and the latest librdkafka statistics of both producers. The metric
