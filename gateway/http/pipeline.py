@@ -42,7 +42,7 @@ from gateway.http.protocol import (
     unknown_action,
 )
 from gateway.iam.config import Directory
-from gateway.observability.metrics import CONTENT_TYPE, RequestMetrics, Snapshot, render
+from gateway.observability.metrics import CONTENT_TYPE, GatewayMetrics, RequestMetrics, Snapshot
 from gateway.sqs.waiters import QueueSignals
 from lease_store.errors import LeaseError
 from lease_store.value_class import value_class
@@ -56,6 +56,9 @@ RUNTIME = web.AppKey("runtime", Runtime)
 SIGNALS = web.AppKey("signals", QueueSignals)
 
 
+# The gateway's `/metrics` (its own registry), and its request metrics, which every request
+# moves (`_handle`).
+METRICS = web.AppKey("metrics", GatewayMetrics)
 REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
 
 
@@ -105,7 +108,10 @@ def serve_sqs(app: web.Application, internal: Handler) -> None:
     """Route every path of `app` through the pipeline: `/health`, `/metrics`, the peer API
     of the other gateways (`internal`) and SQS on any other path."""
     app[IN_FLIGHT] = InFlight()
-    app[REQUEST_METRICS] = RequestMetrics()
+    # The snapshot is read when scraped, from the key `gateway/app.py` sets once started.
+    metrics = GatewayMetrics(lambda: app[SNAPSHOT]())
+    app[METRICS] = metrics
+    app[REQUEST_METRICS] = metrics.requests
     app.on_shutdown.append(_answer_long_polls)
     # Before the catch-all: SQS is served on any path.
     for path, handler in _GET_ROUTES.items():
@@ -168,10 +174,8 @@ async def _health(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     if "Action" in request.query:
         return await _handle(request)  # a Query-protocol GET that happens to use this path
-    snapshot = request.app[SNAPSHOT]()
     return web.Response(
-        body=render(request.app[REQUEST_METRICS], snapshot).encode(),
-        headers={"Content-Type": CONTENT_TYPE},
+        body=request.app[METRICS].exposition(), headers={"Content-Type": CONTENT_TYPE}
     )
 
 

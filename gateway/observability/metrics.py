@@ -1,21 +1,38 @@
-"""`GET /metrics`: the gateway's numbers in the Prometheus text exposition format 0.0.4.
+"""`GET /metrics`: the gateway's numbers in the Prometheus text exposition format 0.0.4,
+written by `prometheus_client`.
 
-Request counters and latency histograms are kept here as the requests are answered
-(`RequestMetrics.observe`, called by `gateway/http/pipeline.py`); everything else is read when scraped
-(`Snapshot`): the queues' exact Approximate* counters, the event publisher's counters, and
-the latest librdkafka statistics of both producers. Rendering is a pure function, so the
-format is tested without a server. The metric list is in `docs/ARCHITECTURE.md`.
+Each gateway has a registry of its own (`GatewayMetrics`; never the library's global one), so
+several gateways, or tests, in one process keep their series apart. Two collectors feed it.
+`RequestMetrics` counts the requests and times them as they are answered
+(`RequestMetrics.observe`, called by `gateway/http/pipeline.py`) in plain dicts, and hands
+them to the library when scraped: the library's own `Counter` and `Histogram` (a lock per
+value, checks on every call) cost 11,000-14,500 more instructions per request, 3 % of a
+GetQueueUrl and 2 % of a SendMessage
+(bench/results/archive/2026-12-02-metrics-prometheus-client.md). `SnapshotCollector` reads
+everything else when scraped (`Snapshot`): the queues' exact Approximate* counters, the event
+publisher's counters, and the latest librdkafka statistics of both producers. The metric
+list is in `docs/ARCHITECTURE.md`.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
 from topology.producer_stats import ProducerStatistics
 
+# The format `generate_latest` writes, as scrapers were told before the library. Its
+# CONTENT_TYPE_LATEST says version=1.0.0 in recent releases (0.26), 0.0.4 in older ones.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # 1 ms to 30 s: a send waits for acks=all (milliseconds), a long poll up to 20 s.
@@ -37,7 +54,9 @@ DURATION_BUCKETS_S: tuple[float, ...] = (
     30.0,
 )
 
-Labels = tuple[tuple[str, str], ...]
+
+# The buckets' `le` labels, as the library's own histogram writes them.
+_LE = tuple(repr(bound) for bound in DURATION_BUCKETS_S)
 
 
 @dataclass
@@ -55,15 +74,18 @@ class Histogram:
                 self.counts[i] += 1
                 break
 
-    def cumulative(self) -> list[int]:
-        out, running = [], 0
-        for count in self.counts:
+    def cumulative(self) -> list[tuple[str, float]]:
+        """(le, observations at or under it) for each bucket, "+Inf" last."""
+        out: list[tuple[str, float]] = []
+        running = 0
+        for le, count in zip(_LE, self.counts, strict=True):
             running += count
-            out.append(running)
+            out.append((le, running))
+        out.append(("+Inf", self.total))
         return out
 
 
-class RequestMetrics:
+class RequestMetrics(Collector):
     """SQS requests answered: counts by action, protocol and outcome, and their durations."""
 
     def __init__(self) -> None:
@@ -79,6 +101,32 @@ class RequestMetrics:
         if histogram is None:
             histogram = self.durations[(action, long_poll)] = Histogram()
         histogram.observe(seconds)
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "kqs_requests_total",
+            "SQS requests answered, by action, protocol and outcome (ok or the SQS error code).",
+            labels=("action", "protocol", "outcome"),
+        )
+        for labels, count in sorted(self.requests.items()):
+            requests.add_metric(labels, count)
+        yield requests
+        durations = HistogramMetricFamily(
+            "kqs_request_duration_seconds",
+            "Time to answer an SQS request, by action; long polls (long_poll=true) apart.",
+            labels=("action", "long_poll"),
+        )
+        for (action, long_poll), histogram in sorted(self.durations.items()):
+            durations.add_metric(
+                (action, "true" if long_poll else "false"),
+                histogram.cumulative(),
+                histogram.sum_s,
+            )
+        yield durations
+
+    def describe(self) -> Iterator[Metric]:
+        # The names, for the registry to refuse a clash.
+        return RequestMetrics().collect()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,215 +160,166 @@ class Snapshot:
     partitions_served: int = 0
 
 
-def render(requests: RequestMetrics, snapshot: Snapshot) -> str:
-    out = _Exposition()
-    out.family(
-        "kqs_requests_total",
-        "SQS requests answered, by action, protocol and outcome (ok or the SQS error code).",
-        (
-            ({"action": a, "protocol": p, "outcome": o}, n)
-            for (a, p, o), n in sorted(requests.requests.items())
-        ),
-    )
-    out.histogram(
-        "kqs_request_duration_seconds",
-        "Time to answer an SQS request, by action; long polls (long_poll=true) apart.",
-        (
-            ({"action": action, "long_poll": "true" if long_poll else "false"}, histogram)
-            for (action, long_poll), histogram in sorted(
-                requests.durations.items(), key=lambda item: item[0]
-            )
-        ),
-    )
-    queues = sorted(snapshot.queues, key=lambda q: (q.account, q.queue, q.region))
-    out.family(
+class SnapshotCollector(Collector):
+    """The families read from a `Snapshot`, taken once per scrape by `read`."""
+
+    def __init__(self, read: Callable[[], Snapshot]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        return _families(self._read())
+
+    def describe(self) -> Iterator[Metric]:
+        # The names, for the registry to refuse a clash, without reading a snapshot.
+        return _families(Snapshot())
+
+
+class GatewayMetrics:
+    """One gateway's `/metrics`: its registry, the request metrics, and the snapshot read at
+    scrape time (`read_snapshot`)."""
+
+    def __init__(self, read_snapshot: Callable[[], Snapshot]) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = RequestMetrics()
+        self.registry.register(self.requests)
+        self.registry.register(SnapshotCollector(read_snapshot))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _counter(name: str, help_text: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, help_text, value=value)
+
+
+def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_text, value=value)
+
+
+def _families(snapshot: Snapshot) -> Iterator[Metric]:
+    queue_labels = ("account", "queue", "region")
+    messages = GaugeMetricFamily(
         "kqs_queue_messages",
         "Messages in each queue by state (the exact ApproximateNumberOfMessages* counters).",
-        (
-            ({"account": q.account, "queue": q.queue, "region": q.region, "state": state}, value)
-            for q in queues
-            for state, value in (
-                ("visible", q.visible),
-                ("not_visible", q.not_visible),
-                ("delayed", q.delayed),
-            )
-        ),
-        kind="gauge",
+        labels=(*queue_labels, "state"),
     )
-    out.family(
+    oldest = GaugeMetricFamily(
         "kqs_queue_oldest_message_age_seconds",
         "Age of the oldest message in each queue (ApproximateAgeOfOldestMessage).",
-        (
-            ({"account": q.account, "queue": q.queue, "region": q.region}, q.oldest_age_s)
-            for q in queues
-        ),
-        kind="gauge",
+        labels=queue_labels,
     )
-    out.family(
+    for q in sorted(snapshot.queues, key=lambda q: (q.account, q.queue, q.region)):
+        where = (q.account, q.queue, q.region)
+        messages.add_metric((*where, "visible"), q.visible)
+        messages.add_metric((*where, "not_visible"), q.not_visible)
+        messages.add_metric((*where, "delayed"), q.delayed)
+        oldest.add_metric(where, q.oldest_age_s)
+    yield messages
+    yield oldest
+    yield _counter(
         "kqs_events_published_total",
         "Analytics events acknowledged by Kafka (__kqs_events).",
-        [({}, snapshot.events_published)],
+        snapshot.events_published,
     )
-    out.family(
+    dropped = CounterMetricFamily(
         "kqs_events_dropped_total",
         "Analytics events dropped: buffer full, or not delivered in time.",
-        (({"reason": r}, n) for r, n in sorted(snapshot.events_dropped.items())),
+        labels=("reason",),
     )
-    out.family(
-        "kqs_events_buffered",
-        "Analytics events waiting for Kafka.",
-        [({}, snapshot.events_buffered)],
-        kind="gauge",
+    for reason, count in sorted(snapshot.events_dropped.items()):
+        dropped.add_metric((reason,), count)
+    yield dropped
+    yield _gauge(
+        "kqs_events_buffered", "Analytics events waiting for Kafka.", snapshot.events_buffered
     )
-    out.family(
+    yield _counter(
         "kqs_events_errors_total",
         "Analytics events that could not be built (a bug; logged).",
-        [({}, snapshot.events_errors)],
+        snapshot.events_errors,
     )
-    _producer_families(out, snapshot.producers)
-    out.family(
+    yield from _producer_families(snapshot.producers)
+    yield _counter(
         "kqs_lease_changelog_records_total",
         "Records produced to the lease changelog (__kqs_leases).",
-        [({}, snapshot.changelog_records)],
+        snapshot.changelog_records,
     )
-    out.family(
+    yield _counter(
         "kqs_lease_changelog_failures_total",
         "Lease changelog records Kafka did not acknowledge.",
-        [({}, snapshot.changelog_failures)],
+        snapshot.changelog_failures,
     )
-    out.family(
+    yield _gauge(
         "kqs_lease_changelog_pending",
         "Lease changelog records not acknowledged by Kafka yet (the changelog's lag).",
-        [({}, snapshot.changelog_pending)],
-        kind="gauge",
+        snapshot.changelog_pending,
     )
-    out.family(
+    yield _counter(
         "kqs_lease_store_syncs_total",
         "fsyncs of the lease store made for deletes and visibility changes (group commit).",
-        [({}, snapshot.lease_syncs)],
+        snapshot.lease_syncs,
     )
-    out.family(
+    yield _counter(
         "kqs_queue_segment_syncs_total",
         "fsyncs of the embedded broker's queue-topic segments (and their directories) made by "
         "the gateway before acknowledging sends; 0 where the broker syncs them.",
-        [({}, snapshot.segment_syncs)],
+        snapshot.segment_syncs,
     )
-    out.family(
+    yield _counter(
         "kqs_lease_store_sync_waiters_total",
         "Requests (deletes, visibility changes, their batches) that waited for a lease-store fsync.",
-        [({}, snapshot.lease_sync_waiters)],
+        snapshot.lease_sync_waiters,
     )
-    out.family(
+    yield _gauge(
         "kqs_long_polls_parked",
         "ReceiveMessage calls waiting for a message now (long polls).",
-        [({}, snapshot.long_polls_parked)],
-        kind="gauge",
+        snapshot.long_polls_parked,
     )
-    out.family(
+    yield _gauge(
         "kqs_partitions_served",
         "Queue partitions whose lease state this gateway serves now (all, with one gateway).",
-        [({}, snapshot.partitions_served)],
-        kind="gauge",
+        snapshot.partitions_served,
     )
-    return out.text()
 
 
-def _producer_families(out: _Exposition, producers: Mapping[str, ProducerStatistics]) -> None:
+# The librdkafka statistics of each producer: (name suffix, type, ProducerStatistics field, help).
+_PRODUCER_FIELDS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "queue_messages",
+        "gauge",
+        "queue_messages",
+        "Records in the producer's local queue, not yet acknowledged.",
+    ),
+    ("queue_bytes", "gauge", "queue_bytes", "Bytes in the producer's local queue."),
+    ("requests_sent_total", "counter", "requests_sent", "Requests sent to brokers."),
+    ("bytes_sent_total", "counter", "bytes_sent", "Bytes sent to brokers."),
+    (
+        "responses_received_total",
+        "counter",
+        "responses_received",
+        "Responses received from brokers.",
+    ),
+    ("bytes_received_total", "counter", "bytes_received", "Bytes received from brokers."),
+    ("messages_sent_total", "counter", "messages_sent", "Records sent to brokers."),
+)
+
+
+def _producer_families(producers: Mapping[str, ProducerStatistics]) -> Iterator[Metric]:
     names = sorted(producers)
-    fields = (
-        ("queue_messages", "gauge", "Records in the producer's local queue, not yet acknowledged."),
-        ("queue_bytes", "gauge", "Bytes in the producer's local queue."),
-        ("requests_sent_total", "counter", "Requests sent to brokers."),
-        ("bytes_sent_total", "counter", "Bytes sent to brokers."),
-        ("responses_received_total", "counter", "Responses received from brokers."),
-        ("bytes_received_total", "counter", "Bytes received from brokers."),
-        ("messages_sent_total", "counter", "Records sent to brokers."),
-    )
-    attribute = {
-        "queue_messages": "queue_messages",
-        "queue_bytes": "queue_bytes",
-        "requests_sent_total": "requests_sent",
-        "bytes_sent_total": "bytes_sent",
-        "responses_received_total": "responses_received",
-        "bytes_received_total": "bytes_received",
-        "messages_sent_total": "messages_sent",
-    }
-    for suffix, kind, help_text in fields:
-        out.family(
+    for suffix, kind, attribute, help_text in _PRODUCER_FIELDS:
+        family = (GaugeMetricFamily if kind == "gauge" else CounterMetricFamily)(
             f"kqs_kafka_producer_{suffix}",
             help_text + " From librdkafka statistics.",
-            (({"producer": n}, getattr(producers[n], attribute[suffix])) for n in names),
-            kind=kind,
+            labels=("producer",),
         )
-    out.family(
+        for name in names:
+            family.add_metric((name,), getattr(producers[name], attribute))
+        yield family
+    rtt = GaugeMetricFamily(
         "kqs_kafka_producer_broker_rtt_avg_seconds",
         "Average broker round-trip time over the last statistics interval.",
-        (
-            ({"producer": n, "broker": broker}, rtt)
-            for n in names
-            for broker, rtt in sorted(producers[n].broker_rtt_avg_s.items())
-        ),
-        kind="gauge",
+        labels=("producer", "broker"),
     )
-
-
-class _Exposition:
-    def __init__(self) -> None:
-        self._lines: list[str] = []
-
-    def family(
-        self,
-        name: str,
-        help_text: str,
-        samples: Iterable[tuple[Mapping[str, str], float]],
-        kind: str = "counter",
-    ) -> None:
-        self._header(name, kind, help_text)
-        for labels, value in samples:
-            self._sample(name, labels, value)
-
-    def histogram(
-        self,
-        name: str,
-        help_text: str,
-        series: Iterable[tuple[Mapping[str, str], Histogram]],
-    ) -> None:
-        self._header(name, "histogram", help_text)
-        for labels, histogram in series:
-            for bound, count in zip(histogram.buckets, histogram.cumulative(), strict=True):
-                self._sample(f"{name}_bucket", {**labels, "le": _number(bound)}, count)
-            self._sample(f"{name}_bucket", {**labels, "le": "+Inf"}, histogram.total)
-            self._sample(f"{name}_sum", labels, histogram.sum_s)
-            self._sample(f"{name}_count", labels, histogram.total)
-
-    def text(self) -> str:
-        return "\n".join(self._lines) + "\n"
-
-    def _header(self, name: str, kind: str, help_text: str) -> None:
-        self._lines.append(f"# HELP {name} {_escape_help(help_text)}")
-        self._lines.append(f"# TYPE {name} {kind}")
-
-    def _sample(self, name: str, labels: Mapping[str, str], value: float) -> None:
-        if labels:
-            inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
-            self._lines.append(f"{name}{{{inner}}} {_number(value)}")
-        else:
-            self._lines.append(f"{name} {_number(value)}")
-
-
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if math.isnan(value):
-        return "NaN"
-    return repr(float(value))
+    for name in names:
+        for broker, seconds in sorted(producers[name].broker_rtt_avg_s.items()):
+            rtt.add_metric((name, broker), seconds)
+    yield rtt

@@ -1,5 +1,6 @@
 """`/metrics` rendering without a server: the exposition is well formed, histograms are
-cumulative, labels are escaped, and librdkafka statistics are read."""
+cumulative, labels are escaped, each gateway's registry is its own, and librdkafka statistics
+are read."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import pytest
 
 from gateway.observability.metrics import (
     DURATION_BUCKETS_S,
+    GatewayMetrics,
     QueueGauge,
-    RequestMetrics,
     Snapshot,
-    render,
 )
 from tests.support.prometheus_text import parse
 from topology.producer_stats import (
@@ -25,13 +25,13 @@ from topology.producer_stats import (
 
 def test_request_counts_and_durations_render_by_action_protocol_and_outcome() -> None:
     # Given three answered requests, one a long poll and one an error
-    requests = RequestMetrics()
-    requests.observe("SendMessage", "json", "ok", 0.004)
-    requests.observe("SendMessage", "json", "InvalidParameterValue", 0.0005)
-    requests.observe("ReceiveMessage", "query", "ok", 19.5, long_poll=True)
+    metrics = GatewayMetrics(Snapshot)
+    metrics.requests.observe("SendMessage", "json", "ok", 0.004)
+    metrics.requests.observe("SendMessage", "json", "InvalidParameterValue", 0.0005)
+    metrics.requests.observe("ReceiveMessage", "query", "ok", 19.5, long_poll=True)
 
     # When rendered and read back
-    exposition = parse(render(requests, Snapshot()))
+    exposition = parse(metrics.exposition().decode())
 
     # Then the counters are per (action, protocol, outcome)
     assert exposition.types["kqs_requests_total"] == "counter"
@@ -82,7 +82,7 @@ def test_queue_gauges_event_counters_and_producer_statistics_render() -> None:
     )
 
     # When rendered and read back
-    exposition = parse(render(RequestMetrics(), snapshot))
+    exposition = parse(GatewayMetrics(lambda: snapshot).exposition().decode())
 
     # Then
     queue = {"account": "000000000000", "queue": 'odd"name\\', "region": "eu-west-1"}
@@ -104,6 +104,53 @@ def test_queue_gauges_event_counters_and_producer_statistics_render() -> None:
         == 0.002
     )
     assert exposition.value("kqs_lease_changelog_records_total") == 9
+
+
+def test_every_family_is_there_before_anything_happened_and_none_has_created_series() -> None:
+    # Given a gateway's metrics before any request, over an empty snapshot
+    text = GatewayMetrics(Snapshot).exposition().decode()
+
+    # When read back
+    exposition = parse(text)
+
+    # Then every family is announced, with its type, and the library adds no `_created`
+    # series (the exposition had none before it)
+    assert exposition.types["kqs_requests_total"] == "counter"
+    assert exposition.types["kqs_request_duration_seconds"] == "histogram"
+    assert exposition.types["kqs_queue_messages"] == "gauge"
+    assert exposition.types["kqs_kafka_producer_bytes_sent_total"] == "counter"
+    assert exposition.types["kqs_kafka_producer_broker_rtt_avg_seconds"] == "gauge"
+    assert len(exposition.types) == 24
+    assert "_created" not in text
+    assert exposition.value("kqs_partitions_served") == 0
+
+
+def test_two_gateways_in_one_process_count_apart_and_read_their_own_snapshot() -> None:
+    # Given two gateways' metrics in one process, each over a snapshot of its own
+    read = {"a": 0}
+
+    def snapshot_a() -> Snapshot:
+        read["a"] += 1
+        return Snapshot(partitions_served=4)
+
+    a = GatewayMetrics(snapshot_a)
+    b = GatewayMetrics(lambda: Snapshot(partitions_served=2))
+
+    # When each answers requests of its own
+    a.requests.observe("SendMessage", "json", "ok", 0.002)
+    a.requests.observe("SendMessage", "json", "ok", 0.002)
+    b.requests.observe("SendMessage", "json", "ok", 0.002)
+
+    # Then each counts its own, and reads its snapshot once per scrape, not before
+    assert read["a"] == 0
+    first = parse(a.exposition().decode())
+    second = parse(b.exposition().decode())
+    assert read["a"] == 1
+    send = {"action": "SendMessage", "protocol": "json", "outcome": "ok"}
+    assert first.value("kqs_requests_total", **send) == 2
+    assert second.value("kqs_requests_total", **send) == 1
+    assert first.value("kqs_partitions_served") == 4
+    assert second.value("kqs_partitions_served") == 2
 
 
 # What the reports below say, as read.
