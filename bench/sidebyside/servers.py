@@ -205,11 +205,9 @@ def start_kqs(
     else:
         # Same virtualenv (or `python`'s), the other tree's modules first on the path.
         env["PYTHONPATH"] = str(src)
-        # Trees from before the gateway's rooms (a6dd192 and older) have `gateway/cli/main.py`.
+        # Trees from before the gateway's rooms (a6dd192 and older) have `gateway/cli.py`.
         cli = (
-            "gateway.cli.main"
-            if (src / "gateway" / "cli" / "main.py").is_file()
-            else "gateway.cli.main"
+            "gateway.cli.main" if (src / "gateway" / "cli" / "main.py").is_file() else "gateway.cli"
         )
         cmd = [str(python or sys.executable), "-m", cli, *args]
         version = f"kqs from {src} ({(src / 'SOURCE').read_text().strip() if (src / 'SOURCE').is_file() else 'snapshot'})"
