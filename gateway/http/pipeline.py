@@ -50,21 +50,14 @@ from topology.producer import ProduceFailed
 
 log = logging.getLogger("kqs.gateway")
 
+# What the pipeline reads from the application, set by `gateway/app.py`.
 RUNTIME = web.AppKey("runtime", Runtime)
-
-
 SIGNALS = web.AppKey("signals", QueueSignals)
-
-
+DIRECTORY = web.AppKey("directory", Directory)
 # The gateway's `/metrics` (its own registry), and its request metrics, which every request
 # moves (`_handle`).
 METRICS = web.AppKey("metrics", GatewayMetrics)
 REQUEST_METRICS = web.AppKey("request_metrics", RequestMetrics)
-
-
-DIRECTORY = web.AppKey("directory", Directory)
-
-
 INTERNAL_HANDLER: web.AppKey[Handler] = web.AppKey("internal_handler")
 # What `/metrics` reads besides the request metrics, and whether the gateway is still joining
 # its ingest group (group mode): set by `gateway/app.py` once the gateway has started.
