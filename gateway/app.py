@@ -51,7 +51,6 @@ from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.store import LeaseStore
-from topology.admin import TopicAdmin
 from topology.catalog import QueueRecord, partition_keys
 from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
@@ -300,7 +299,7 @@ async def _start(
         # Other gateways' tasks: this one may become their source queues' home.
         move_tasks_tail = task_log.follow()
         move_tasks_tail.start(loop)
-    stacks_tail = await _load_stacks(app, bootstrap, admin, producer, loop)
+    stacks_tail = await _load_stacks(app, kafka.stack_log(admin, producer), loop)
     replay_log = kafka.move_task_log(admin, producer, REPLAY_TASKS_TOPIC)
     await replay_log.ensure_topic()
     await loop.run_in_executor(None, replay_log.load)
@@ -425,14 +424,9 @@ def build_app(
 
 
 async def _load_stacks(
-    app: web.Application,
-    bootstrap: str,
-    admin: TopicAdmin,
-    producer: AsyncProducer,
-    loop: asyncio.AbstractEventLoop,
+    app: web.Application, stack_log: StackLog, loop: asyncio.AbstractEventLoop
 ) -> TopicTail:
     """The CloudFormation stacks: read whole, then followed (every gateway's changes)."""
-    stack_log = StackLog(bootstrap, admin, producer)
     await stack_log.ensure_topic()
     store = StackStore(stack_log)
     end = await loop.run_in_executor(None, stack_log.load, store.apply)
