@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.analytics --workloads a,b --duration 60
     .venv/bin/python -m bench.analytics --alone 300000     # the jobs alone on one core
+    .venv/bin/python -m bench.analytics --workloads "" --scale-queues 10000   # seed 004's scale
 
 For each workload: a fresh `kqs serve` (embedded broker) and a fresh `kqs analytics` (its
 defaults: local[2], 10 s / 60 s triggers, the dashboard) on the same machine; the load
@@ -17,6 +18,11 @@ peak RSS of each side, whether the final counts were exact, and the load average
 `--alone N`: the gateway runs workload (b) until `__kqs_events` holds N events, with no
 analytics; then `kqs analytics --master local[1]` pinned to one core processes them, and the
 figure is N over the time from its first batch's start to having committed the end.
+
+`--scale-queues Q`: the events a gateway serving Q queues publishes (scale.py: gauges of every
+queue each 10 s, `--scale-requests` request events/s) for `--scale-minutes`, with the jobs and
+the dashboard beside them: the aggregations' state (rows, memory) per batch, batch durations,
+the jobs' CPU and RSS, and the dashboard's answer times for its 50 busiest queues and a search.
 """
 
 from __future__ import annotations
