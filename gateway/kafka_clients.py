@@ -19,6 +19,7 @@ from topology.events import EventPublisher
 from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer, IngestShards
 from topology.move_task_log import MoveTaskLog
+from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer
 from topology.segment_sync import SegmentSync
 
@@ -66,6 +67,9 @@ class KafkaClients:
             fsync_durable_topics,
             gateway_syncs_queues=self.settings.segment_sync_dir is not None,
         )
+
+    def presence(self, mode: str, gateway: str) -> GatewayPresence:
+        return GatewayPresence(self.bootstrap, mode, gateway)
 
     def follower(self, name: str, confirmed: bool = False) -> FollowerProducer:
         return FollowerProducer(self.bootstrap, name, confirmed)

@@ -22,8 +22,10 @@ from topology.events import EventPublisher
 from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer
 from topology.move_task_log import MoveTaskLog
+from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer
 from topology.standins import (
+    AlonePresence,
     CountingEvents,
     CountingFollower,
     EmptyCatalog,
@@ -59,6 +61,9 @@ class InProcessKafka(KafkaClients):
 
     def follower(self, name: str, confirmed: bool = False) -> FollowerProducer:
         return CountingFollower(self.log)
+
+    def presence(self, mode: str, gateway: str) -> GatewayPresence:
+        return AlonePresence()
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return EmptyCatalog(self.bootstrap, admin, producer)
