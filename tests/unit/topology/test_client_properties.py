@@ -173,3 +173,21 @@ def test_clients_of_a_registered_cluster_get_its_properties() -> None:
     finally:
         client_properties.use("secured:9093", ClientProperties())
     assert client_properties.connection("secured:9093") == {"bootstrap.servers": "secured:9093"}
+
+
+def test_every_kafka_client_of_kqs_starts_from_connection() -> None:
+    """A client config written with its own "bootstrap.servers" would skip the cluster's
+    security settings: only these modules may spell it."""
+    root = Path(__file__).resolve().parents[3]
+    allowed = {
+        "topology/client_properties.py",  # `connection` itself
+        "topology/embedded/broker.py",  # the embedded broker's readiness probe (its own listener)
+        "spark_streaming/settings.py",  # `admin_config`, from the analytics' own properties
+    }
+    spelled = {
+        path.relative_to(root).as_posix()
+        for package in ("gateway", "topology", "dashboard", "spark_streaming", "lease_store")
+        for path in (root / package).rglob("*.py")
+        if '"bootstrap.servers"' in path.read_text(encoding="utf-8")
+    }
+    assert spelled <= allowed, spelled - allowed
