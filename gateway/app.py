@@ -304,7 +304,16 @@ async def _start(
     replay_log = kafka.move_task_log(admin, producer, REPLAY_TASKS_TOPIC)
     await replay_log.ensure_topic()
     await loop.run_in_executor(None, replay_log.load)
-    replay_tasks = ReplayTasks(clock, registry, messages, fifo, replay_log, kafka.log_reader, sink)
+    replay_tasks = ReplayTasks(
+        clock,
+        registry,
+        messages,
+        fifo,
+        replay_log,
+        kafka.log_reader,
+        sink,
+        settings.replay_checkpoint_s,
+    )
     replay_tasks_tail = None
     if group is None:
         replay_tasks.resume_all()
