@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from topology.client_log import LIBRDKAFKA
+from topology.client_properties import connection
 from topology.names import CATALOG_TOPIC
 
 log = logging.getLogger("kqs.presence")
@@ -63,7 +64,7 @@ class GatewayPresence:
     def __init__(self, bootstrap: str, mode: str, gateway: str) -> None:
         self._consumer = Consumer(
             {
-                "bootstrap.servers": bootstrap,
+                **connection(bootstrap),
                 "group.id": PRESENCE_GROUP,
                 "client.id": client_id(mode, gateway),
                 "enable.auto.commit": False,
