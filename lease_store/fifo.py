@@ -229,6 +229,25 @@ class FifoOperations(StoreCore):
             self._kv.write(batch)
         return len(rows)
 
+    def forget_deduplication(self, pk: PartitionKey, before_offset: int) -> int:
+        """PurgeQueue: forget the window entries of the messages below `before_offset` (the
+        purge point), so a send after the purge is never a duplicate of a purged one, as in
+        SQS. Returns how many were forgotten. Entries of later messages stay."""
+        start = b"U" + pk.prefix
+        end = start + b"\xff" * 16  # scope keys are printable ASCII
+        forgotten = 0
+        while rows := self._kv.scan(start, end, limit=1000):
+            batch = WriteBatch()
+            for key, raw in rows:
+                entry = DedupEntry.decode(raw)
+                if entry.offset < before_offset:
+                    batch.delete(key)
+                    batch.delete(dedup_time_key(pk.prefix, entry.sent_ms, key[len(start) :]))
+                    forgotten += 1
+            self._kv.write(batch, sync=True)
+            start = rows[-1][0] + b"\x00"
+        return forgotten
+
     def prune_group_locks(self, pk: PartitionKey, now_ms: int) -> int:
         """Drop the group locks no message holds any more; returns how many were dropped.
 
