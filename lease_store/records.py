@@ -22,14 +22,22 @@ _U32 = struct.Struct(">I")
 # digest of the body, the byte lengths of the 7 text fields and of the attributes' JSON (see
 # `StoredMessage.encode`). Format 2 (written from ca539b9 to b1502d1) is the same without the digest.
 _V3 = struct.Struct(">Bqiiq16sIIIIIIII")
+# Format 4 (only for a message a replay task re-sent): format 3 with an eighth text, the
+# replay's origin (`StoredMessage.replay_of`).
+_V4 = struct.Struct(">Bqiiq16sIIIIIIIII")
 _V2 = struct.Struct(">BqiiqIIIIIIII")
 _FORMAT_3 = 3
+_FORMAT_4 = 4
 _FORMAT_2 = 2
 _ABSENT = 0xFFFFFFFF  # the length of a text field that is None
 _FIVE_ABSENT = (_ABSENT,) * 5  # the five optional texts of most messages (`encode`)
 # Where the MessageId's length sits in the header of each format.
-_ID_LENGTH_AT = {_FORMAT_3: 1 + 8 + 4 + 4 + 8 + 16, _FORMAT_2: 1 + 8 + 4 + 4 + 8}
-_HEADER_SIZE = {_FORMAT_3: _V3.size, _FORMAT_2: _V2.size}
+_ID_LENGTH_AT = {
+    _FORMAT_4: 1 + 8 + 4 + 4 + 8 + 16,
+    _FORMAT_3: 1 + 8 + 4 + 4 + 8 + 16,
+    _FORMAT_2: 1 + 8 + 4 + 4 + 8,
+}
+_HEADER_SIZE = {_FORMAT_4: _V4.size, _FORMAT_3: _V3.size, _FORMAT_2: _V2.size}
 # How a format-1 StoredMessage's JSON metadata begins, after its 4-byte length.
 _ID_PREFIX = b'{"id":"'
 
@@ -117,15 +125,19 @@ class StoredMessage:
     # it, does not hash every body again (~2 µs per KB). Empty: `encode` computes it. Not
     # compared: a message is the same whether or not its digest was computed yet.
     body_md5: bytes = field(default=b"", compare=False)
+    # A message a replay task re-sent (gateway/sqs/replay/): where it comes from, as
+    # `topology/record_format.py`'s `ReplayOrigin` encodes it. None for every other message.
+    replay_of: str | None = None
 
     def md5_of_body(self) -> str:
         """MD5OfBody / MD5OfMessageBody, as SQS returns them (hex)."""
         return (self.body_md5 or hashlib.md5(self.body).digest()).hex()  # as `_header` stores
 
     def _header(self, *lengths: int) -> bytes:
-        """The fixed header (`_V3`) ending in `lengths`: the 7 texts' and the attributes'."""
-        return _V3.pack(
-            _FORMAT_3,
+        """The fixed header (`_V3`, or `_V4` with the replay origin's length) ending in
+        `lengths`: the 7 (8) texts' and the attributes'."""
+        return (_V3 if len(lengths) == 8 else _V4).pack(
+            _FORMAT_3 if len(lengths) == 8 else _FORMAT_4,
             self.sent_ms,
             self.delay_s,
             self.receive_count,
@@ -149,6 +161,7 @@ class StoredMessage:
             and self.dead_letter_source_arn is None
             and self.deduplication_id is None
             and self.deduplication_scope is None
+            and self.replay_of is None
             and not self.attributes
         ):
             # Most messages: of the texts only the id and the sender, no attributes. The
@@ -182,7 +195,7 @@ class StoredMessage:
         return self._header(*lengths, len(attrs)) + b"".join(parts)
 
     def _texts(self) -> tuple[str | None, ...]:
-        return (
+        texts = (
             self.message_id,
             self.sender_id,
             self.aws_trace_header,
@@ -191,6 +204,9 @@ class StoredMessage:
             self.deduplication_id,
             self.deduplication_scope,
         )
+        # Format 3 unless the message is a replay's: the stored form of every other message
+        # stays as it was.
+        return texts if self.replay_of is None else (*texts, self.replay_of)
 
     @staticmethod
     def id_of(raw: bytes) -> str:
@@ -209,7 +225,12 @@ class StoredMessage:
 
     @classmethod
     def decode(cls, raw: bytes) -> StoredMessage:
-        if raw[0] == _FORMAT_3:
+        if raw[0] == _FORMAT_4:
+            (_, sent_ms, delay_s, receive_count, first_receive_ms, body_md5, *lengths) = (
+                _V4.unpack_from(raw)
+            )
+            at = _V4.size
+        elif raw[0] == _FORMAT_3:
             (_, sent_ms, delay_s, receive_count, first_receive_ms, body_md5, *lengths) = (
                 _V3.unpack_from(raw)
             )
@@ -234,6 +255,7 @@ class StoredMessage:
                 for k, v in json.loads(raw[at : at + attrs_length]).items()
             }
             at += attrs_length
+        replay_of = texts.pop() if len(texts) == 8 else None
         message_id, sender_id, trace, group, dlq_source, dedup_id, dedup_scope = texts
         return cls(
             message_id=message_id or "",
@@ -250,6 +272,7 @@ class StoredMessage:
             deduplication_id=dedup_id,
             deduplication_scope=dedup_scope,
             body_md5=body_md5,
+            replay_of=replay_of,
         )
 
     @classmethod

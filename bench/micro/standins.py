@@ -22,12 +22,15 @@ from topology.events import EventPublisher
 from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer
 from topology.move_task_log import MoveTaskLog
+from topology.names import MOVE_TASKS_TOPIC
 from topology.producer import AsyncProducer
+from topology.stack_log import StackLog
 from topology.standins import (
     CountingEvents,
     CountingFollower,
     EmptyCatalog,
     EmptyMoveTaskLog,
+    EmptyStackLog,
     InstantProducer,
     Log,
     LoopbackIngest,
@@ -63,8 +66,13 @@ class InProcessKafka(KafkaClients):
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return EmptyCatalog(self.bootstrap, admin, producer)
 
-    def move_task_log(self, admin: TopicAdmin, producer: AsyncProducer) -> MoveTaskLog:
-        return EmptyMoveTaskLog(self.bootstrap, admin, producer)
+    def move_task_log(
+        self, admin: TopicAdmin, producer: AsyncProducer, topic: str = MOVE_TASKS_TOPIC
+    ) -> MoveTaskLog:
+        return EmptyMoveTaskLog(self.bootstrap, admin, producer, topic)
+
+    def stack_log(self, admin: TopicAdmin, producer: AsyncProducer) -> StackLog:
+        return EmptyStackLog(self.bootstrap, admin, producer)
 
     async def open_leases(
         self, records: Iterable[QueueRecord], clock: Clock, on_commit: CommitListener

@@ -111,6 +111,10 @@ class Settings:
     events_buffer_messages: int = field(
         default_factory=lambda: _env_int("KQS_EVENTS_BUFFER_MESSAGES", 100_000)
     )
+    # How often a running message replay task writes its checkpoint (gateway/sqs/replay/).
+    replay_checkpoint_s: float = field(
+        default_factory=lambda: float(os.environ.get("KQS_REPLAY_CHECKPOINT_S", "1"))
+    )
 
     @property
     def lease_dir(self) -> Path:

@@ -23,6 +23,7 @@ _LISTS = {
     "ActionName": "Actions",
     "StringListValue": "StringListValues",
     "BinaryListValue": "BinaryListValues",
+    "Status": "Statuses",  # PeekMessages (KQS's own)
 }
 # Lists named by their JSON member and numbered (`MessageSystemAttributeNames.1=All`), as
 # clients generated from the current API model send them: ReceiveMessage's
@@ -34,6 +35,9 @@ _MAPS = {
     "Tag": ("Tags", "Key", "Value"),
     "MessageAttribute": ("MessageAttributes", "Name", "Value"),
     "MessageSystemAttribute": ("MessageSystemAttributes", "Name", "Value"),
+    # StartMessageReplayTask (KQS's own): partition -> offset.
+    "StartOffset": ("StartOffsets", "Key", "Value"),
+    "EndOffset": ("EndOffsets", "Key", "Value"),
 }
 # Actions whose response has no Result element in SQS.
 _NO_RESULT = {
@@ -63,6 +67,7 @@ _RESULT_LISTS = {
     "Messages": "Message",
     "Failed": "BatchResultErrorEntry",
     "Results": "ListMessageMoveTasksResultEntry",
+    "Tasks": "MessageReplayTask",  # ListMessageReplayTasks (KQS's own)
     "StringListValues": "StringListValue",
     "BinaryListValues": "BinaryListValue",
 }
