@@ -36,6 +36,8 @@ log = logging.getLogger("kqs.dashboard")
 
 LOOKBACK_MS = 60 * 60 * 1000
 EVENTS_LOOKBACK_MS = 10 * 60 * 1000
+# How often `summary` forgets what is older than LOOKBACK_MS (see `Feed.summary`).
+PRUNE_EVERY_MS = 10_000
 # Look for topics often until all three exist, then now and then for added partitions.
 DISCOVER_EVERY_S = 3.0
 REDISCOVER_EVERY_S = 30.0
@@ -110,6 +112,7 @@ class Feed:
         self._model = DashboardModel()
         self._status = FeedStatus(records={topic: 0 for topic in self._readers})
         self._lock = threading.Lock()
+        self._pruned_ms = 0
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kqs-dashboard-feed", daemon=True)
 
@@ -120,11 +123,16 @@ class Feed:
         self._stopping.set()
         self._thread.join(timeout=15)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, limit: int | None = None, search: str = "") -> dict[str, Any]:
+        """The model's summary (see `DashboardModel.summary`) and the feed's status."""
         now_ms = self._clock()
         with self._lock:
-            self._model.prune(now_ms - LOOKBACK_MS)
-            summary = self._model.summary(now_ms)
+            # Pruning walks every window of every queue (seconds with 10,000 queues): the
+            # windows are minutes long, so once every PRUNE_EVERY_MS is soon enough.
+            if now_ms - self._pruned_ms >= PRUNE_EVERY_MS:
+                self._model.prune(now_ms - LOOKBACK_MS)
+                self._pruned_ms = now_ms
+            summary = self._model.summary(now_ms, limit, search)
             summary["feed"] = {
                 "bootstrap": self.bootstrap,
                 "records": dict(self._status.records),
