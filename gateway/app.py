@@ -35,6 +35,7 @@ from gateway.http.pipeline import (
     runtime_of,
     serve_sqs,
 )
+from gateway.http.tls import peer_client_context
 from gateway.iam.config import Directory, load_directory
 from gateway.kafka_clients import KafkaClients
 from gateway.observability.backlog import commit_backlog_offsets
@@ -249,7 +250,7 @@ async def _start(
         raise ValueError(
             f"KQS_PARTITION_OWNERSHIP {settings.partition_ownership!r} is not 'all' or 'group'"
         )
-    forwarder = Forwarder(secret)
+    forwarder = Forwarder(secret, peer_client_context(settings.tls_cert) if settings.tls else None)
     messages = MessageService(
         clock,
         producer,
@@ -306,7 +307,16 @@ async def _start(
     replay_log = kafka.move_task_log(admin, producer, REPLAY_TASKS_TOPIC)
     await replay_log.ensure_topic()
     await loop.run_in_executor(None, replay_log.load)
-    replay_tasks = ReplayTasks(clock, registry, messages, fifo, replay_log, kafka.log_reader, sink)
+    replay_tasks = ReplayTasks(
+        clock,
+        registry,
+        messages,
+        fifo,
+        replay_log,
+        kafka.log_reader,
+        sink,
+        settings.replay_checkpoint_s,
+    )
     replay_tasks_tail = None
     if group is None:
         replay_tasks.resume_all()
@@ -464,8 +474,8 @@ def _advertised_url(settings: Settings) -> str:
             "this one; using 127.0.0.1",
             extra={"port": settings.port},
         )
-        return f"http://127.0.0.1:{settings.port}"
-    return f"http://{settings.host}:{settings.port}"
+        return f"{settings.scheme}://127.0.0.1:{settings.port}"
+    return f"{settings.scheme}://{settings.host}:{settings.port}"
 
 
 async def _flush_events_every_second(sink: KafkaEventSink) -> None:

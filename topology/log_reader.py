@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from lease_store.records import StoredMessage
 from topology.client_log import LIBRDKAFKA
+from topology.client_properties import connection
 from topology.consuming import decode_queue_record, poll_batch, watermarks
 from topology.producer import coordinates
 
@@ -41,7 +42,7 @@ class LogReader:
     def __init__(self, bootstrap: str) -> None:
         self._consumer = Consumer(
             {
-                "bootstrap.servers": bootstrap,
+                **connection(bootstrap),
                 "group.id": "kqs-log-reader",  # required by librdkafka; never joined
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
@@ -57,6 +58,9 @@ class LogReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+    def partition_count(self, topic: str) -> int:
+        return len(self._consumer.list_topics(topic, timeout=TIMEOUT_S).topics[topic].partitions)
 
     def bounds(self, topic: str, partitions: int) -> list[tuple[int, int]]:
         """(log start offset, end offset) of each partition, indexed by partition."""
