@@ -16,6 +16,7 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 
 from gateway.actions.runtime import Runtime
+from gateway.cloudformation.recovery import settle_abandoned
 from gateway.cloudformation.store import StackStore
 from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.group_check import JOIN_WAIT_S, check_alone
@@ -298,7 +299,9 @@ async def _start(
         # Other gateways' tasks: this one may become their source queues' home.
         move_tasks_tail = task_log.follow()
         move_tasks_tail.start(loop)
-    stacks_tail = await _load_stacks(app, kafka.stack_log(admin, producer), loop)
+    stacks_tail = await _load_stacks(
+        app, kafka.stack_log(admin, producer), loop, clock, settings.partition_ownership == "all"
+    )
     replay_log = kafka.move_task_log(admin, producer, REPLAY_TASKS_TOPIC)
     await replay_log.ensure_topic()
     await loop.run_in_executor(None, replay_log.load)
@@ -457,12 +460,18 @@ async def _join_presence(
 
 
 async def _load_stacks(
-    app: web.Application, stack_log: StackLog, loop: asyncio.AbstractEventLoop
+    app: web.Application,
+    stack_log: StackLog,
+    loop: asyncio.AbstractEventLoop,
+    clock: Clock,
+    single_gateway: bool,
 ) -> TopicTail:
-    """The CloudFormation stacks: read whole, then followed (every gateway's changes)."""
+    """The CloudFormation stacks: read whole, then followed (every gateway's changes); the
+    operations a stopped gateway left half-way are settled (gateway/cloudformation/recovery.py)."""
     await stack_log.ensure_topic()
     store = StackStore(stack_log)
     end = await loop.run_in_executor(None, stack_log.load, store.apply)
+    await settle_abandoned(store, clock.now_ms(), all_in_progress=single_gateway)
     tail = stack_log.follow(end, store.apply)
     tail.start(loop)
     app[STACKS] = store
