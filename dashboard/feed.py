@@ -29,6 +29,7 @@ from confluent_kafka import (
 
 from dashboard.model import DashboardModel
 from dashboard.records import decode_dlq, decode_gauges, decode_metric
+from topology.client_properties import connection
 from topology.consuming import poll_batch
 from topology.names import DASHBOARD_GROUP, DLQ_ANALYTICS_TOPIC, EVENTS_TOPIC, METRICS_TOPIC
 
@@ -147,7 +148,7 @@ class Feed:
     def _run(self) -> None:
         consumer = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **connection(self.bootstrap),
                 "group.id": DASHBOARD_GROUP,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,

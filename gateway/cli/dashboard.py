@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from dashboard.messages import GatewayClient
 from dashboard.server import DEFAULT_PORT, run_dashboard
 from gateway.common.config import Settings
 from gateway.observability import logs
+from topology import client_properties
 from topology.embedded import broker
 
 log = logging.getLogger("kqs.dashboard")
@@ -41,6 +44,13 @@ def add_dashboard_subcommand(
         help="Kafka cluster (default: KQS_KAFKA_BOOTSTRAP, else the embedded broker of "
         "<data-dir>/kafka)",
     )
+    parser.add_argument(
+        "--gateway-url",
+        default=os.environ.get("KQS_DASHBOARD_GATEWAY_URL", f"http://127.0.0.1:{defaults.port}"),
+        help="the gateway the message list browses and replays through, signed with the "
+        "AWS credentials of the environment, an administrator's to see every account's "
+        "queues (default: KQS_DASHBOARD_GATEWAY_URL, else %(default)s)",
+    )
     logs.add_log_format_argument(parser, defaults.log_format)
     parser.set_defaults(func=run)
     return parser
@@ -68,9 +78,18 @@ def dashboard_bootstrap(configured: str, data_dir: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_format)
-    bootstrap = dashboard_bootstrap(args.kafka_bootstrap, args.data_dir)
     try:
-        return run_dashboard(bootstrap, args.host, args.port)
+        # KQS_KAFKA_CONFIG and KQS_KAFKA_*: the secured cluster's client properties.
+        properties = client_properties.load()
+    except client_properties.ClientPropertiesError as error:
+        sys.stderr.write(f"kqs dashboard: {error}\n")
+        return 2
+    configured = args.kafka_bootstrap or properties.bootstrap
+    bootstrap = dashboard_bootstrap(configured, args.data_dir)
+    client_properties.use(bootstrap, properties)
+    try:
+        gateway = GatewayClient.from_environment(args.gateway_url) if args.gateway_url else None
+        return run_dashboard(bootstrap, args.host, args.port, gateway)
     except OSError as error:  # the port is taken, or the address is not this machine's
         sys.stderr.write(f"kqs dashboard: cannot listen on {args.host}:{args.port}: {error}\n")
         return 1
