@@ -25,11 +25,20 @@ _V3 = struct.Struct(">Bqiiq16sIIIIIIII")
 _V2 = struct.Struct(">BqiiqIIIIIIII")
 _FORMAT_3 = 3
 _FORMAT_2 = 2
+# Format 4: format 3's layout for an encrypted message: the body slot holds the body's
+# envelope, the attributes slot the attributes' envelope (empty: none), and the digest is
+# zeros, since the body's MD5 would tell a guessed body apart (see `StoredMessage.sealed`).
+_FORMAT_SEALED = 4
+_NO_DIGEST = bytes(16)
 _ABSENT = 0xFFFFFFFF  # the length of a text field that is None
 _FIVE_ABSENT = (_ABSENT,) * 5  # the five optional texts of most messages (`encode`)
 # Where the MessageId's length sits in the header of each format.
-_ID_LENGTH_AT = {_FORMAT_3: 1 + 8 + 4 + 4 + 8 + 16, _FORMAT_2: 1 + 8 + 4 + 4 + 8}
-_HEADER_SIZE = {_FORMAT_3: _V3.size, _FORMAT_2: _V2.size}
+_ID_LENGTH_AT = {
+    _FORMAT_3: 1 + 8 + 4 + 4 + 8 + 16,
+    _FORMAT_SEALED: 1 + 8 + 4 + 4 + 8 + 16,
+    _FORMAT_2: 1 + 8 + 4 + 4 + 8,
+}
+_HEADER_SIZE = {_FORMAT_3: _V3.size, _FORMAT_SEALED: _V3.size, _FORMAT_2: _V2.size}
 # How a format-1 StoredMessage's JSON metadata begins, after its 4-byte length.
 _ID_PREFIX = b'{"id":"'
 
@@ -117,6 +126,11 @@ class StoredMessage:
     # it, does not hash every body again (~2 µs per KB). Empty: `encode` computes it. Not
     # compared: a message is the same whether or not its digest was computed yet.
     body_md5: bytes = field(default=b"", compare=False)
+    # Encrypted at rest (`topology/encryption/messages.py`): `body` is the body's envelope,
+    # `attributes` is empty and `sealed_attributes` holds their envelope (empty: none). The
+    # lease store keeps a sealed message as it is; the gateway opens it to answer a receive.
+    sealed: bool = False
+    sealed_attributes: bytes = b""
 
     def md5_of_body(self) -> str:
         """MD5OfBody / MD5OfMessageBody, as SQS returns them (hex)."""
@@ -125,12 +139,12 @@ class StoredMessage:
     def _header(self, *lengths: int) -> bytes:
         """The fixed header (`_V3`) ending in `lengths`: the 7 texts' and the attributes'."""
         return _V3.pack(
-            _FORMAT_3,
+            _FORMAT_SEALED if self.sealed else _FORMAT_3,
             self.sent_ms,
             self.delay_s,
             self.receive_count,
             self.first_receive_ms,
-            self.body_md5 or hashlib.md5(self.body).digest(),
+            _NO_DIGEST if self.sealed else (self.body_md5 or hashlib.md5(self.body).digest()),
             *lengths,
         )
 
@@ -150,6 +164,7 @@ class StoredMessage:
             and self.deduplication_id is None
             and self.deduplication_scope is None
             and not self.attributes
+            and not self.sealed_attributes
         ):
             # Most messages: of the texts only the id and the sender, no attributes. The
             # same bytes as the general way below, in one pack and one join (1.0 µs against
@@ -170,13 +185,7 @@ class StoredMessage:
                 raw = text.encode()
                 lengths.append(len(raw))
                 parts.append(raw)
-        attrs = (
-            json.dumps(
-                {k: v.to_json() for k, v in self.attributes.items()}, separators=(",", ":")
-            ).encode()
-            if self.attributes
-            else b""
-        )
+        attrs = self.sealed_attributes or attributes_json(self.attributes)
         parts.append(attrs)
         parts.append(self.body)
         return self._header(*lengths, len(attrs)) + b"".join(parts)
@@ -209,7 +218,7 @@ class StoredMessage:
 
     @classmethod
     def decode(cls, raw: bytes) -> StoredMessage:
-        if raw[0] == _FORMAT_3:
+        if raw[0] == _FORMAT_3 or raw[0] == _FORMAT_SEALED:
             (_, sent_ms, delay_s, receive_count, first_receive_ms, body_md5, *lengths) = (
                 _V3.unpack_from(raw)
             )
@@ -227,8 +236,14 @@ class StoredMessage:
             else:
                 texts.append(raw[at : at + length].decode())
                 at += length
+        sealed = raw[0] == _FORMAT_SEALED
         attributes = {}
-        if attrs_length:
+        sealed_attributes = b""
+        if sealed:
+            sealed_attributes = raw[at : at + attrs_length]
+            body_md5 = b""
+            at += attrs_length
+        elif attrs_length:
             attributes = {
                 k: AttributeValue.from_json(v)
                 for k, v in json.loads(raw[at : at + attrs_length]).items()
@@ -250,6 +265,8 @@ class StoredMessage:
             deduplication_id=dedup_id,
             deduplication_scope=dedup_scope,
             body_md5=body_md5,
+            sealed=sealed,
+            sealed_attributes=sealed_attributes,
         )
 
     @classmethod
@@ -273,3 +290,17 @@ class StoredMessage:
             deduplication_id=meta.get("dedup"),
             deduplication_scope=meta.get("dscope"),
         )
+
+
+def attributes_json(attributes: dict[str, AttributeValue]) -> bytes:
+    """Message attributes as the stored form (and an encrypted record) keep them: compact
+    JSON `{name: {"DataType": ..., "StringValue" | "BinaryValue": ...}}`; empty for none."""
+    if not attributes:
+        return b""
+    return json.dumps(
+        {k: v.to_json() for k, v in attributes.items()}, separators=(",", ":")
+    ).encode()
+
+
+def attributes_from_json(raw: bytes) -> dict[str, AttributeValue]:
+    return {k: AttributeValue.from_json(v) for k, v in json.loads(raw).items()}

@@ -43,6 +43,7 @@ async def handle(req: GetQueueAttributesRequest, ctx: RequestContext) -> Result:
         # reuse period (default 300 s) and SqsManagedSseEnabled false, as SQS does.
         values["SqsManagedSseEnabled"] = "false"
         values.setdefault("KmsDataKeyReusePeriodSeconds", "300")
+    ctx.runtime.messages.encryption.reported(values)
     # Unset optional attributes (Policy, RedrivePolicy, ...) are left out, as in SQS.
     if not ctx.owns(record) and not ctx.is_admin:
         values.pop("Policy", None)  # only the queue's owner sees its policy

@@ -111,6 +111,9 @@ class Settings:
     events_buffer_messages: int = field(
         default_factory=lambda: _env_int("KQS_EVENTS_BUFFER_MESSAGES", 100_000)
     )
+    # Encryption at rest (gateway/sqs/encryption.py): the master key file. Empty: `kqs serve`
+    # with its embedded broker makes <data_dir>/master.key; against a cluster, no encryption.
+    master_key_file: str = field(default_factory=lambda: os.environ.get("KQS_MASTER_KEY_FILE", ""))
 
     @property
     def lease_dir(self) -> Path:
