@@ -44,6 +44,8 @@ from gateway.sqs.fifo import FifoService
 from gateway.sqs.messages.service import MessageService
 from gateway.sqs.move_tasks import MoveTasks
 from gateway.sqs.queues import QueueRegistry
+from gateway.sqs.replay.browse import Browser
+from gateway.sqs.replay.tasks import ReplayTasks
 from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
 from lease_store.handles import ReceiptHandleCodec
@@ -53,7 +55,7 @@ from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
 from topology.follower_producer import FollowerProducer
 from topology.ingest import Ingest
-from topology.names import CATALOG_TOPIC, REGION_PATTERN
+from topology.names import CATALOG_TOPIC, REGION_PATTERN, REPLAY_TASKS_TOPIC
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import AsyncProducer
 from topology.topic_tail import TopicTail
@@ -96,6 +98,8 @@ class _Parts:
     group: GroupOwnership | None = None
     owners_tail: TopicTail | None = None
     move_tasks_tail: TopicTail | None = None
+    replay_tasks: ReplayTasks | None = None
+    replay_tasks_tail: TopicTail | None = None
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -299,7 +303,28 @@ async def _start(
         # Other gateways' tasks: this one may become their source queues' home.
         move_tasks_tail = task_log.follow()
         move_tasks_tail.start(loop)
-    app[RUNTIME] = Runtime(settings, clock, registry, messages, fifo, move_tasks, sink)
+    replay_log = kafka.move_task_log(admin, producer, REPLAY_TASKS_TOPIC)
+    await replay_log.ensure_topic()
+    await loop.run_in_executor(None, replay_log.load)
+    replay_tasks = ReplayTasks(clock, registry, messages, fifo, replay_log, kafka.log_reader, sink)
+    replay_tasks_tail = None
+    if group is None:
+        replay_tasks.resume_all()
+    else:
+        replay_tasks_tail = replay_log.follow()
+        replay_tasks_tail.start(loop)
+        replay_tasks.watch_orphans()
+    app[RUNTIME] = Runtime(
+        settings,
+        clock,
+        registry,
+        messages,
+        fifo,
+        move_tasks,
+        sink,
+        replay_tasks,
+        Browser(clock, messages, leases, kafka.log_reader),
+    )
     app[SETTLE_DELIVERED] = producer.settle_handed
     app[SIGNALS] = signals
     log.info("gateway ready", extra={"kafka": bootstrap, "queues": len(registry.all_active())})
@@ -337,6 +362,8 @@ async def _start(
         group,
         owners_tail,
         move_tasks_tail,
+        replay_tasks,
+        replay_tasks_tail,
     )
     app[PARTS] = parts
     app[SNAPSHOT] = lambda: parts.snapshot(messages, registry)
@@ -370,6 +397,8 @@ def build_app(
             parts.backlog, parts.expiry, parts.gauges, *parts.background, return_exceptions=True
         )
         await parts.move_tasks.close()  # before the producer and lease store close
+        if parts.replay_tasks is not None:
+            await parts.replay_tasks.close()
         parts.sink.flush()  # the empty receives counted since the last second
         parts.catalog_tail.stop()
         if parts.group is not None:
@@ -380,6 +409,8 @@ def build_app(
             parts.owners_tail.stop()
         if parts.move_tasks_tail is not None:
             parts.move_tasks_tail.stop()
+        if parts.replay_tasks_tail is not None:
+            parts.replay_tasks_tail.stop()
         await parts.forwarder.close()
         parts.producer.close()
         parts.follower.close()

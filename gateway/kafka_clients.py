@@ -18,7 +18,9 @@ from topology.client_log import LIBRDKAFKA
 from topology.events import EventPublisher
 from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer, IngestShards
+from topology.log_reader import LogReader
 from topology.move_task_log import MoveTaskLog
+from topology.names import MOVE_TASKS_TOPIC
 from topology.producer import AsyncProducer
 from topology.segment_sync import SegmentSync
 
@@ -73,8 +75,14 @@ class KafkaClients:
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return Catalog(self.bootstrap, admin, producer)
 
-    def move_task_log(self, admin: TopicAdmin, producer: AsyncProducer) -> MoveTaskLog:
-        return MoveTaskLog(self.bootstrap, admin, producer)
+    def move_task_log(
+        self, admin: TopicAdmin, producer: AsyncProducer, topic: str = MOVE_TASKS_TOPIC
+    ) -> MoveTaskLog:
+        return MoveTaskLog(self.bootstrap, admin, producer, topic)
+
+    def log_reader(self) -> LogReader:
+        """A reader of queue topics by coordinates (replay tasks, browsing)."""
+        return LogReader(self.bootstrap)
 
     async def open_leases(
         self, records: Iterable[QueueRecord], clock: Clock, on_commit: CommitListener

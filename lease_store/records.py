@@ -22,23 +22,28 @@ _U32 = struct.Struct(">I")
 # digest of the body, the byte lengths of the 7 text fields and of the attributes' JSON (see
 # `StoredMessage.encode`). Format 2 (written from ca539b9 to b1502d1) is the same without the digest.
 _V3 = struct.Struct(">Bqiiq16sIIIIIIII")
+# Format 4 (only for a message a replay task re-sent): format 3 with an eighth text, the
+# replay's origin (`StoredMessage.replay_of`).
+_V4 = struct.Struct(">Bqiiq16sIIIIIIIII")
 _V2 = struct.Struct(">BqiiqIIIIIIII")
 _FORMAT_3 = 3
+_FORMAT_4 = 4
 _FORMAT_2 = 2
-# Format 4: format 3's layout for an encrypted message: the body slot holds the body's
-# envelope, the attributes slot the attributes' envelope (empty: none), and the digest is
-# zeros, since the body's MD5 would tell a guessed body apart (see `StoredMessage.sealed`).
-_FORMAT_SEALED = 4
+# The tag of an encrypted message (formats 3 and 4): the format's, with this bit set. The body
+# slot then holds the body's envelope, the attributes slot the attributes' envelope (empty:
+# none), and the digest is zeros, since the body's MD5 would tell a guessed body apart (see
+# `StoredMessage.sealed`). Format 1's first byte is 0, so the bit never meets it.
+_SEALED_BIT = 0x80
 _NO_DIGEST = bytes(16)
 _ABSENT = 0xFFFFFFFF  # the length of a text field that is None
 _FIVE_ABSENT = (_ABSENT,) * 5  # the five optional texts of most messages (`encode`)
 # Where the MessageId's length sits in the header of each format.
 _ID_LENGTH_AT = {
+    _FORMAT_4: 1 + 8 + 4 + 4 + 8 + 16,
     _FORMAT_3: 1 + 8 + 4 + 4 + 8 + 16,
-    _FORMAT_SEALED: 1 + 8 + 4 + 4 + 8 + 16,
     _FORMAT_2: 1 + 8 + 4 + 4 + 8,
 }
-_HEADER_SIZE = {_FORMAT_3: _V3.size, _FORMAT_SEALED: _V3.size, _FORMAT_2: _V2.size}
+_HEADER_SIZE = {_FORMAT_4: _V4.size, _FORMAT_3: _V3.size, _FORMAT_2: _V2.size}
 # How a format-1 StoredMessage's JSON metadata begins, after its 4-byte length.
 _ID_PREFIX = b'{"id":"'
 
@@ -126,6 +131,9 @@ class StoredMessage:
     # it, does not hash every body again (~2 µs per KB). Empty: `encode` computes it. Not
     # compared: a message is the same whether or not its digest was computed yet.
     body_md5: bytes = field(default=b"", compare=False)
+    # A message a replay task re-sent (gateway/sqs/replay/): where it comes from, as
+    # `topology/record_format.py`'s `ReplayOrigin` encodes it. None for every other message.
+    replay_of: str | None = None
     # Encrypted at rest (`topology/encryption/messages.py`): `body` is the body's envelope,
     # `attributes` is empty and `sealed_attributes` holds their envelope (empty: none). The
     # lease store keeps a sealed message as it is; the gateway opens it to answer a receive.
@@ -137,9 +145,10 @@ class StoredMessage:
         return (self.body_md5 or hashlib.md5(self.body).digest()).hex()  # as `_header` stores
 
     def _header(self, *lengths: int) -> bytes:
-        """The fixed header (`_V3`) ending in `lengths`: the 7 texts' and the attributes'."""
-        return _V3.pack(
-            _FORMAT_SEALED if self.sealed else _FORMAT_3,
+        """The fixed header (`_V3`, or `_V4` with the replay origin's length) ending in
+        `lengths`: the 7 (8) texts' and the attributes'."""
+        return (_V3 if len(lengths) == 8 else _V4).pack(
+            (_FORMAT_3 if len(lengths) == 8 else _FORMAT_4) | (_SEALED_BIT if self.sealed else 0),
             self.sent_ms,
             self.delay_s,
             self.receive_count,
@@ -163,6 +172,7 @@ class StoredMessage:
             and self.dead_letter_source_arn is None
             and self.deduplication_id is None
             and self.deduplication_scope is None
+            and self.replay_of is None
             and not self.attributes
             and not self.sealed_attributes
         ):
@@ -191,7 +201,7 @@ class StoredMessage:
         return self._header(*lengths, len(attrs)) + b"".join(parts)
 
     def _texts(self) -> tuple[str | None, ...]:
-        return (
+        texts = (
             self.message_id,
             self.sender_id,
             self.aws_trace_header,
@@ -200,14 +210,18 @@ class StoredMessage:
             self.deduplication_id,
             self.deduplication_scope,
         )
+        # Format 3 unless the message is a replay's: the stored form of every other message
+        # stays as it was.
+        return texts if self.replay_of is None else (*texts, self.replay_of)
 
     @staticmethod
     def id_of(raw: bytes) -> str:
         """The MessageId of an encoded message, without decoding the rest (a delete's event
         needs only this): every format holds it first."""
-        if raw[0] in _HEADER_SIZE:
-            (length,) = _U32.unpack_from(raw, _ID_LENGTH_AT[raw[0]])
-            start = _HEADER_SIZE[raw[0]]
+        tag = raw[0] & ~_SEALED_BIT
+        if tag in _HEADER_SIZE:
+            (length,) = _U32.unpack_from(raw, _ID_LENGTH_AT[tag])
+            start = _HEADER_SIZE[tag]
             return raw[start : start + length].decode()
         start = 4 + len(_ID_PREFIX)
         if raw.startswith(_ID_PREFIX, 4):
@@ -218,12 +232,18 @@ class StoredMessage:
 
     @classmethod
     def decode(cls, raw: bytes) -> StoredMessage:
-        if raw[0] == _FORMAT_3 or raw[0] == _FORMAT_SEALED:
+        tag = raw[0] & ~_SEALED_BIT
+        if tag == _FORMAT_4:
+            (_, sent_ms, delay_s, receive_count, first_receive_ms, body_md5, *lengths) = (
+                _V4.unpack_from(raw)
+            )
+            at = _V4.size
+        elif tag == _FORMAT_3:
             (_, sent_ms, delay_s, receive_count, first_receive_ms, body_md5, *lengths) = (
                 _V3.unpack_from(raw)
             )
             at = _V3.size
-        elif raw[0] == _FORMAT_2:
+        elif tag == _FORMAT_2:
             (_, sent_ms, delay_s, receive_count, first_receive_ms, *lengths) = _V2.unpack_from(raw)
             body_md5, at = b"", _V2.size
         else:
@@ -236,7 +256,7 @@ class StoredMessage:
             else:
                 texts.append(raw[at : at + length].decode())
                 at += length
-        sealed = raw[0] == _FORMAT_SEALED
+        sealed = raw[0] != tag
         attributes = {}
         sealed_attributes = b""
         if sealed:
@@ -244,11 +264,9 @@ class StoredMessage:
             body_md5 = b""
             at += attrs_length
         elif attrs_length:
-            attributes = {
-                k: AttributeValue.from_json(v)
-                for k, v in json.loads(raw[at : at + attrs_length]).items()
-            }
+            attributes = attributes_from_json(raw[at : at + attrs_length])
             at += attrs_length
+        replay_of = texts.pop() if len(texts) == 8 else None
         message_id, sender_id, trace, group, dlq_source, dedup_id, dedup_scope = texts
         return cls(
             message_id=message_id or "",
@@ -265,6 +283,7 @@ class StoredMessage:
             deduplication_id=dedup_id,
             deduplication_scope=dedup_scope,
             body_md5=body_md5,
+            replay_of=replay_of,
             sealed=sealed,
             sealed_attributes=sealed_attributes,
         )

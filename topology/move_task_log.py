@@ -49,8 +49,16 @@ class LoggedTask:
 class MoveTaskLog:
     """The tasks as this gateway knows them: read whole at start, then followed."""
 
-    def __init__(self, bootstrap: str, admin: TopicAdmin, producer: AsyncProducer) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        admin: TopicAdmin,
+        producer: AsyncProducer,
+        topic: str = MOVE_TASKS_TOPIC,
+    ) -> None:
+        # `topic`: the message replay tasks (`__kqs_replay_tasks`) are kept the same way.
         self._bootstrap = bootstrap
+        self._topic = topic
         self._admin = admin
         self._producer = producer
         self._tasks: dict[str, LoggedTask] = {}
@@ -63,22 +71,22 @@ class MoveTaskLog:
 
     async def ensure_topic(self) -> None:
         # Synced as the catalog is: a task's start is answered once its record is in Kafka.
-        await self._admin.create_topic(MOVE_TASKS_TOPIC, 1, self._admin.durable(TOPIC_CONFIG))
+        await self._admin.create_topic(self._topic, 1, self._admin.durable(TOPIC_CONFIG))
 
     def load(self, timeout_s: float = 30.0) -> None:
         """Read the topic to its current end (blocking; before `follow`)."""
-        end = read_to_end(self._bootstrap, MOVE_TASKS_TOPIC, self._apply, timeout_s)
+        end = read_to_end(self._bootstrap, self._topic, self._apply, timeout_s)
         self.position = max(self.position, end)
         log.info("move tasks loaded", extra={"tasks": len(self._tasks)})
 
     def follow(self) -> TopicTail:
         """Follow the topic from where `load` ended (the other gateways' writes)."""
-        self._tail = TopicTail(self._bootstrap, MOVE_TASKS_TOPIC, self.position, self._apply)
+        self._tail = TopicTail(self._bootstrap, self._topic, self.position, self._apply)
         return self._tail
 
     async def caught_up(self) -> bool:
         """Wait (at most `CATCH_UP_TIMEOUT_S`) until every record in the topic now was read."""
-        (end,) = await self._admin.end_offsets(MOVE_TASKS_TOPIC, 1)
+        (end,) = await self._admin.end_offsets(self._topic, 1)
         deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
         while self.position < end:
             if time.monotonic() > deadline:
@@ -99,12 +107,12 @@ class MoveTaskLog:
         so a task's records land in the order they were written (a cancel's and the runner's
         last word can be on their way at once)."""
         delivered = await self._producer.send_soon(
-            MOVE_TASKS_TOPIC, task.encode(), key=task.task_id.encode()
+            self._topic, task.encode(), key=task.task_id.encode()
         )
         self._set(task.task_id, delivered.offset, task)
 
     async def forget(self, task_id: str) -> None:
-        delivered = await self._producer.send_soon(MOVE_TASKS_TOPIC, None, key=task_id.encode())
+        delivered = await self._producer.send_soon(self._topic, None, key=task_id.encode())
         self._set(task_id, delivered.offset, None)
 
     def _apply(self, batch: list[TailRecord]) -> None:

@@ -6,7 +6,8 @@
     timestamp SentTimestamp (CreateTime, ms)
     headers   sqs.sender-id, sqs.delay-seconds, sqs.aws-trace-header, sqs.message-group-id,
               sqs.dead-letter-source-arn, sqs.message-deduplication-id and
-              sqs.deduplication-scope (FIFO), and one `sqs.attr.<Name>` per message attribute whose
+              sqs.deduplication-scope (FIFO), kqs.replay-of (a replayed message: JSON
+              `ReplayOrigin`), and one `sqs.attr.<Name>` per message attribute whose
               value is JSON {"DataType": ..., "StringValue": ...} or {..., "BinaryValue": base64}
 
 On a queue encrypted at rest (`topology/encryption/`), the value is the body's envelope, the
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from lease_store.records import AttributeValue, StoredMessage
 from topology.encryption.envelope import (
@@ -45,6 +47,8 @@ HEADER_FIRST_RECEIVE = "sqs.first-receive-timestamp"
 HEADER_MESSAGE_ID = "sqs.message-id"
 HEADER_DEDUPLICATION_ID = "sqs.message-deduplication-id"
 HEADER_DEDUPLICATION_SCOPE = "sqs.deduplication-scope"
+# On a message a replay task re-sent (gateway/sqs/replay/): `ReplayOrigin` as JSON.
+HEADER_REPLAY_OF = "kqs.replay-of"
 ATTRIBUTE_PREFIX = "sqs.attr."
 # The largest queue-topic record: a 1 MiB SQS message (body + attributes) whose binary
 # attributes travel base64-encoded in JSON headers, plus framing. Producer and topics allow it;
@@ -52,6 +56,49 @@ ATTRIBUTE_PREFIX = "sqs.attr."
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 
 Headers = list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOrigin:
+    """Where a replayed message comes from: the task that re-sent it, the source record's
+    coordinates (how a resumed task finds what it already sent), and the original
+    MessageId and SentTimestamp (what a consumer is shown)."""
+
+    task_id: str
+    partition: int
+    offset: int
+    message_id: str
+    sent_ms: int
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "task": self.task_id,
+                "partition": self.partition,
+                "offset": self.offset,
+                "id": self.message_id,
+                "sent": self.sent_ms,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def decode(cls, text: str | None) -> ReplayOrigin | None:
+        """The origin a `StoredMessage.replay_of` holds; None for a message no replay sent
+        (or a header a foreign producer wrote that does not parse)."""
+        if not text:
+            return None
+        try:
+            raw = json.loads(text)
+            return cls(
+                str(raw["task"]),
+                int(raw["partition"]),
+                int(raw["offset"]),
+                str(raw["id"]),
+                int(raw["sent"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
 
 
 def to_headers(message: StoredMessage, id_in_header: bool = False) -> Headers:
@@ -74,6 +121,8 @@ def to_headers(message: StoredMessage, id_in_header: bool = False) -> Headers:
     if message.receive_count:
         headers.append((HEADER_RECEIVE_COUNT, str(message.receive_count).encode()))
         headers.append((HEADER_FIRST_RECEIVE, str(message.first_receive_ms).encode()))
+    if message.replay_of is not None:
+        headers.append((HEADER_REPLAY_OF, message.replay_of.encode()))
     for name, value in message.attributes.items():
         headers.append((ATTRIBUTE_PREFIX + name, json.dumps(value.to_json()).encode()))
     if message.sealed:
@@ -95,14 +144,10 @@ def from_record(
     """Rebuild the message of a queue-topic record, whoever produced it."""
     fields: dict[str, str] = {}
     attributes: dict[str, AttributeValue] = {}
-    sealed = False
     sealed_attributes = b""
     for name, raw in headers or ():
-        if name.startswith("kqs."):
-            if name == HEADER_ENCRYPTED:
-                sealed = True
-            elif name == HEADER_ENCRYPTED_ATTRIBUTES:
-                sealed_attributes = raw or b""
+        if name == HEADER_ENCRYPTED_ATTRIBUTES:
+            sealed_attributes = raw or b""  # an envelope: bytes, not text
             continue
         text = (raw or b"").decode("utf-8", errors="replace")
         if name.startswith(ATTRIBUTE_PREFIX):
@@ -117,11 +162,14 @@ def from_record(
         message_id = key.decode("utf-8", errors="replace")
     else:
         message_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"kafka:{topic}/{partition}/{offset}"))
+    sealed = HEADER_ENCRYPTED in fields
     return StoredMessage(
         message_id=message_id,
         body=value or b"",
         sent_ms=timestamp_ms,
         delay_s=int(fields.get(HEADER_DELAY, "0")),
+        # A foreign producer's sqs.attr.* headers on an encrypted record are not the message's.
+        attributes=attributes if not sealed else {},
         sender_id=fields.get(HEADER_SENDER, ""),
         aws_trace_header=fields.get(HEADER_TRACE),
         message_group_id=fields.get(HEADER_GROUP),
@@ -130,8 +178,7 @@ def from_record(
         first_receive_ms=_int(fields.get(HEADER_FIRST_RECEIVE)),
         deduplication_id=fields.get(HEADER_DEDUPLICATION_ID),
         deduplication_scope=fields.get(HEADER_DEDUPLICATION_SCOPE),
-        # A foreign producer's sqs.attr.* headers on an encrypted record are not the message's.
-        attributes=attributes if not sealed else {},
+        replay_of=fields.get(HEADER_REPLAY_OF),
         sealed=sealed,
         sealed_attributes=sealed_attributes if sealed else b"",
     )

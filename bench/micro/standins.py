@@ -22,6 +22,7 @@ from topology.events import EventPublisher
 from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer
 from topology.move_task_log import MoveTaskLog
+from topology.names import MOVE_TASKS_TOPIC
 from topology.producer import AsyncProducer
 from topology.standins import (
     CountingEvents,
@@ -63,8 +64,10 @@ class InProcessKafka(KafkaClients):
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return EmptyCatalog(self.bootstrap, admin, producer)
 
-    def move_task_log(self, admin: TopicAdmin, producer: AsyncProducer) -> MoveTaskLog:
-        return EmptyMoveTaskLog(self.bootstrap, admin, producer)
+    def move_task_log(
+        self, admin: TopicAdmin, producer: AsyncProducer, topic: str = MOVE_TASKS_TOPIC
+    ) -> MoveTaskLog:
+        return EmptyMoveTaskLog(self.bootstrap, admin, producer, topic)
 
     async def open_leases(
         self, records: Iterable[QueueRecord], clock: Clock, on_commit: CommitListener

@@ -14,6 +14,7 @@ from gateway.sqs.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_messag
 from gateway.sqs.queues import attribute_int, is_fifo
 from lease_store.fifo import sequence_number
 from lease_store.value_class import value_class
+from topology.record_format import ReplayOrigin
 
 
 @value_class
@@ -50,6 +51,7 @@ def decode(p: Params) -> ReceiveMessageRequest:
 def _system_attributes(received: Received, names: list[str], fifo_queue: bool) -> dict[str, str]:
     wanted = set(SYSTEM_ATTRIBUTE_NAMES) if "All" in names else set(names)
     message, fact = received.delivery.message, received.delivery.fact
+    origin = ReplayOrigin.decode(message.replay_of)
     values = {
         "SenderId": message.sender_id,
         "SentTimestamp": str(message.sent_ms),
@@ -60,6 +62,8 @@ def _system_attributes(received: Received, names: list[str], fifo_queue: bool) -
         "MessageGroupId": message.message_group_id,
         "MessageDeduplicationId": message.deduplication_id,
         "SequenceNumber": sequence_number(received.delivery.offset) if fifo_queue else None,
+        "KqsReplayOfMessageId": origin.message_id if origin else None,
+        "KqsReplayOfSentTimestamp": str(origin.sent_ms) if origin else None,
     }
     return {k: v for k, v in values.items() if k in wanted and v is not None}
 

@@ -10,6 +10,8 @@ from gateway.sqs.fifo import FifoService
 from gateway.sqs.messages.service import MessageService
 from gateway.sqs.move_tasks import MoveTasks
 from gateway.sqs.queues import QueueRegistry
+from gateway.sqs.replay.browse import Browser
+from gateway.sqs.replay.tasks import ReplayTasks
 from lease_store.clock import Clock
 
 
@@ -22,3 +24,5 @@ class Runtime:
     fifo: FifoService
     move_tasks: MoveTasks
     events: EventSink
+    replay_tasks: ReplayTasks
+    browser: Browser

@@ -157,6 +157,16 @@ def authorize(
         parsed = parse_arn(destination)
         if parsed is not None:
             checks.append(("SendMessage", *parsed))
+    destination_url = params.get("DestinationQueueUrl")
+    if action == "StartMessageReplayTask" and isinstance(destination_url, str):
+        checks.append(
+            (
+                "SendMessage",
+                *_named_queue(
+                    "SendMessage", {"QueueUrl": destination_url}, principal.account_id, region
+                ),
+            )
+        )
     for checked_action, checked_region, checked_owner, checked_name in checks:
         _authorize_one(
             checked_action,
@@ -215,7 +225,8 @@ def _named_queue(
         return region, owner, queue_name
     source_arn = params.get("SourceArn")
     handle = params.get("TaskHandle")
-    if action == "CancelMessageMoveTask" and isinstance(handle, str):
+    if action in ("CancelMessageMoveTask", "CancelMessageReplayTask") and isinstance(handle, str):
+        # A replay task's handle is made as a move task's (`replay/tasks.py`).
         decoded = decode_handle(handle)
         source_arn = decoded[1] if decoded is not None else None
     if isinstance(source_arn, str):

@@ -7,6 +7,7 @@ from typing import Any
 from gateway.actions import (
     add_permission,
     cancel_message_move_task,
+    cancel_message_replay_task,
     change_message_visibility,
     change_message_visibility_batch,
     create_queue,
@@ -17,8 +18,10 @@ from gateway.actions import (
     get_queue_url,
     list_dead_letter_source_queues,
     list_message_move_tasks,
+    list_message_replay_tasks,
     list_queue_tags,
     list_queues,
+    peek_messages,
     purge_queue,
     receive_message,
     remove_permission,
@@ -26,6 +29,7 @@ from gateway.actions import (
     send_message_batch,
     set_queue_attributes,
     start_message_move_task,
+    start_message_replay_task,
     tag_queue,
     untag_queue,
 )
@@ -57,5 +61,10 @@ ACTIONS: dict[str, Action[Any]] = {
         start_message_move_task.ACTION,
         tag_queue.ACTION,
         untag_queue.ACTION,
+        # KQS's own (gateway/sqs/replay/): replay a queue's log, browse a queue.
+        start_message_replay_task.ACTION,
+        list_message_replay_tasks.ACTION,
+        cancel_message_replay_task.ACTION,
+        peek_messages.ACTION,
     )
 }

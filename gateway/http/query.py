@@ -30,6 +30,9 @@ _MAPS = {
     "Tag": ("Tags", "Key", "Value"),
     "MessageAttribute": ("MessageAttributes", "Name", "Value"),
     "MessageSystemAttribute": ("MessageSystemAttributes", "Name", "Value"),
+    # StartMessageReplayTask (KQS's own): partition -> offset.
+    "StartOffset": ("StartOffsets", "Key", "Value"),
+    "EndOffset": ("EndOffsets", "Key", "Value"),
 }
 # Actions whose response has no Result element in SQS.
 _NO_RESULT = {
@@ -59,6 +62,7 @@ _RESULT_LISTS = {
     "Messages": "Message",
     "Failed": "BatchResultErrorEntry",
     "Results": "ListMessageMoveTasksResultEntry",
+    "Tasks": "MessageReplayTask",  # ListMessageReplayTasks (KQS's own)
     "StringListValues": "StringListValue",
     "BinaryListValues": "BinaryListValue",
 }

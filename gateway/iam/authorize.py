@@ -15,7 +15,9 @@ Who may rely on which policy:
   tasks) are never granted across accounts;
 * an anonymous (unsigned) request: only a queue policy statement with principal `*`;
 * an administrator: ListQueues, GetQueueUrl, GetQueueAttributes, DeleteQueue and
-  PurgeQueue on every account's queues; anything else as the principal it also is.
+  PurgeQueue on every account's queues, and KQS's own replay and browse actions
+  (`REPLAY_ACTIONS`, which a queue policy may also grant to other accounts); anything else
+  as the principal it also is.
 
 A batch action is granted by its single twin (`sqs:SendMessage` grants SendMessageBatch),
 as AddPermission documents.
@@ -50,8 +52,19 @@ OWNER_ONLY = frozenset(
         "CancelMessageMoveTask",
     }
 )
+# KQS's own actions (gateway/sqs/replay/), each its own `sqs:` name: the queue's owner and
+# the administrator may, anyone else when a policy grants it.
+REPLAY_ACTIONS = frozenset(
+    {
+        "StartMessageReplayTask",
+        "ListMessageReplayTasks",
+        "CancelMessageReplayTask",
+        "PeekMessages",
+    }
+)
 ADMIN_ACTIONS = frozenset(
     {"ListQueues", "GetQueueUrl", "GetQueueAttributes", "DeleteQueue", "PurgeQueue"}
+    | REPLAY_ACTIONS
 )
 
 

@@ -31,6 +31,10 @@ SYSTEM_ATTRIBUTE_NAMES = (
     "MessageGroupId",
     "MessageDeduplicationId",
     "SequenceNumber",
+    # KQS's own, on a message a replay task re-sent (gateway/sqs/replay/): the original's
+    # MessageId and SentTimestamp, so a consumer can tell a replay.
+    "KqsReplayOfMessageId",
+    "KqsReplayOfSentTimestamp",
 )
 
 

@@ -21,6 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from tests.support.attribute_md5 import attributes_md5
 from tests.support.harness import LOG_DIRS, GatewayProcess, client_for, eventually
 from tests.support.move_tasks import arn_of, redrive_to
+from tests.support.replay import replay_client, wait_until_ended
 from topology.encryption.keys import create_master_key_file
 from topology.encryption.reader import RecordOpener
 from topology.names import EVENTS_TOPIC, LEASES_TOPIC
@@ -297,3 +298,25 @@ def test_move_tasks_reseal_for_an_encrypted_destination_and_open_for_one_in_clea
     # Then
     back = _receive_all(sqs, url, 2, delete=True)
     assert {m["Body"] for m in back.values()} == set(sent.values())
+
+
+def test_replay_and_peek_open_an_encrypted_queues_logged_records(
+    keyed_gateway: GatewayProcess, protocol: str
+) -> None:
+    # Given: an encrypted queue whose messages were received and deleted
+    kqs = replay_client(protocol, keyed_gateway.endpoint)
+    url = _new_queue(kqs, "replay")
+    since_ms = int(time.time() * 1000) - 1000
+    marker = f"marker-{uuid.uuid4().hex}"
+    sent = _send(kqs, url, marker, 2)
+    _receive_all(kqs, url, 2, delete=True)
+    # When: they are replayed from the log, and the queue is browsed
+    kqs.start_message_replay_task(QueueUrl=url, SinceTimestamp=since_ms)
+    assert wait_until_ended(kqs, url)["Status"] == "COMPLETED"
+    peeked = kqs.peek_messages(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    # Then: both show the bodies in clear, with their MD5s
+    back = _receive_all(kqs, url, 2, delete=True)
+    assert sorted(m["Body"] for m in back.values()) == sorted(sent.values())
+    assert {m["Body"] for m in peeked} >= set(sent.values())
+    for message in peeked:
+        assert message["MD5OfBody"] == hashlib.md5(message["Body"].encode()).hexdigest()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -73,6 +74,16 @@ def test_a_sealed_message_without_attributes_reads_back_as_written() -> None:
     decoded = StoredMessage.decode(sealed.encode())
     assert decoded == sealed
     assert open_message(decoded, _fresh_keys()).body == MARKER
+
+
+def test_a_sealed_replayed_message_reads_back_as_written() -> None:
+    # A replay's origin makes format 4; sealing sets the tag's bit on either format
+    replayed = replace(MESSAGE, replay_of='{"task":"t"}')
+    sealed = _sealed(replayed)
+    decoded = StoredMessage.decode(sealed.encode())
+    assert decoded == sealed
+    assert StoredMessage.id_of(sealed.encode()) == "id-1"
+    assert open_message(decoded, _fresh_keys()) == replayed
 
 
 def test_a_sealed_record_carries_no_clear_attribute_and_reads_back_sealed() -> None:
