@@ -16,11 +16,13 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 
 from gateway.actions.runtime import Runtime
+from gateway.cloudformation.store import StackStore
 from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.group_check import warn_if_group_gateways
 from gateway.cluster.ownership import GroupOwnership
 from gateway.common import limits
 from gateway.common.config import Settings
+from gateway.http.other_services import STACKS
 from gateway.http.peer_api import internal_handler
 from gateway.http.pipeline import (
     DIRECTORY,
@@ -58,6 +60,7 @@ from topology.ingest import Ingest
 from topology.names import CATALOG_TOPIC, REGION_PATTERN, REPLAY_TASKS_TOPIC
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import AsyncProducer
+from topology.stack_log import StackLog
 from topology.topic_tail import TopicTail
 
 log = logging.getLogger("kqs.gateway")
@@ -100,6 +103,7 @@ class _Parts:
     move_tasks_tail: TopicTail | None = None
     replay_tasks: ReplayTasks | None = None
     replay_tasks_tail: TopicTail | None = None
+    stacks_tail: TopicTail | None = None  # __kqs_stacks (gateway/cloudformation/store.py)
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -303,10 +307,20 @@ async def _start(
         # Other gateways' tasks: this one may become their source queues' home.
         move_tasks_tail = task_log.follow()
         move_tasks_tail.start(loop)
+    stacks_tail = await _load_stacks(app, kafka.stack_log(admin, producer), loop)
     replay_log = kafka.move_task_log(admin, producer, REPLAY_TASKS_TOPIC)
     await replay_log.ensure_topic()
     await loop.run_in_executor(None, replay_log.load)
-    replay_tasks = ReplayTasks(clock, registry, messages, fifo, replay_log, kafka.log_reader, sink)
+    replay_tasks = ReplayTasks(
+        clock,
+        registry,
+        messages,
+        fifo,
+        replay_log,
+        kafka.log_reader,
+        sink,
+        settings.replay_checkpoint_s,
+    )
     replay_tasks_tail = None
     if group is None:
         replay_tasks.resume_all()
@@ -365,6 +379,7 @@ async def _start(
         replay_tasks,
         replay_tasks_tail,
     )
+    parts.stacks_tail = stacks_tail
     app[PARTS] = parts
     app[SNAPSHOT] = lambda: parts.snapshot(messages, registry)
     app[JOINING] = lambda: group is not None and not group.ready
@@ -409,6 +424,8 @@ def build_app(
             parts.owners_tail.stop()
         if parts.move_tasks_tail is not None:
             parts.move_tasks_tail.stop()
+        if parts.stacks_tail is not None:
+            parts.stacks_tail.stop()
         if parts.replay_tasks_tail is not None:
             parts.replay_tasks_tail.stop()
         await parts.forwarder.close()
@@ -421,6 +438,19 @@ def build_app(
     app.cleanup_ctx.append(lifecycle)
     serve_sqs(app, internal_handler(receipt_secret(settings), runtime_of))
     return app
+
+
+async def _load_stacks(
+    app: web.Application, stack_log: StackLog, loop: asyncio.AbstractEventLoop
+) -> TopicTail:
+    """The CloudFormation stacks: read whole, then followed (every gateway's changes)."""
+    await stack_log.ensure_topic()
+    store = StackStore(stack_log)
+    end = await loop.run_in_executor(None, stack_log.load, store.apply)
+    tail = stack_log.follow(end, store.apply)
+    tail.start(loop)
+    app[STACKS] = store
+    return tail
 
 
 def _gateway_id(settings: Settings) -> str:

@@ -23,6 +23,7 @@ from topology.move_task_log import MoveTaskLog
 from topology.names import MOVE_TASKS_TOPIC
 from topology.producer import AsyncProducer
 from topology.segment_sync import SegmentSync
+from topology.stack_log import StackLog
 
 log = logging.getLogger("kqs.gateway")
 
@@ -79,6 +80,10 @@ class KafkaClients:
         self, admin: TopicAdmin, producer: AsyncProducer, topic: str = MOVE_TASKS_TOPIC
     ) -> MoveTaskLog:
         return MoveTaskLog(self.bootstrap, admin, producer, topic)
+
+    def stack_log(self, admin: TopicAdmin, producer: AsyncProducer) -> StackLog:
+        """`__kqs_stacks`, the CloudFormation stacks (gateway/cloudformation/store.py)."""
+        return StackLog(self.bootstrap, admin, producer)
 
     def log_reader(self) -> LogReader:
         """A reader of queue topics by coordinates (replay tasks, browsing)."""

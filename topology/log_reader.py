@@ -58,6 +58,9 @@ class LogReader:
     def close(self) -> None:
         self._consumer.close()
 
+    def partition_count(self, topic: str) -> int:
+        return len(self._consumer.list_topics(topic, timeout=TIMEOUT_S).topics[topic].partitions)
+
     def bounds(self, topic: str, partitions: int) -> list[tuple[int, int]]:
         """(log start offset, end offset) of each partition, indexed by partition."""
         return [

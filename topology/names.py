@@ -22,6 +22,8 @@ OWNERS_TOPIC = "__kqs_owners"
 EVENTS_TOPIC = "__kqs_events"
 # The message move tasks (DLQ redrives), so that a task outlives the gateway running it.
 MOVE_TASKS_TOPIC = "__kqs_move_tasks"
+# The CloudFormation stacks (gateway/cloudformation/), one compacted record per stack.
+STACKS_TOPIC = "__kqs_stacks"
 # The message replay tasks (gateway/sqs/replay/), kept the same way.
 REPLAY_TASKS_TOPIC = "__kqs_replay_tasks"
 # Written by the Spark jobs (spark_streaming/settings.py, which ships without this package,

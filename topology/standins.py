@@ -35,6 +35,7 @@ from topology.move_task_log import MoveTaskLog
 from topology.producer import AsyncProducer, Delivered, Linger, OnDelivered
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import from_record
+from topology.stack_log import OnStackRecords, StackLog
 from topology.topic_tail import TopicTail
 
 
@@ -303,6 +304,20 @@ class EmptyMoveTaskLog(MoveTaskLog):
 
     async def caught_up(self) -> bool:
         return True
+
+
+class EmptyStackLog(StackLog):
+    """The CloudFormation stacks of a new cluster: nothing to load, and no other gateway
+    writes."""
+
+    async def ensure_topic(self) -> None:
+        pass
+
+    def load(self, on_records: OnStackRecords, timeout_s: float = 30.0) -> int:
+        return 0
+
+    def follow(self, start_offset: int, on_records: OnStackRecords) -> TopicTail:
+        return IdleTail("in-process", "", start_offset, lambda batch: None)
 
 
 class IdleTail(TopicTail):

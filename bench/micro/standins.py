@@ -24,11 +24,13 @@ from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer
 from topology.move_task_log import MoveTaskLog
 from topology.names import MOVE_TASKS_TOPIC
 from topology.producer import AsyncProducer
+from topology.stack_log import StackLog
 from topology.standins import (
     CountingEvents,
     CountingFollower,
     EmptyCatalog,
     EmptyMoveTaskLog,
+    EmptyStackLog,
     InstantProducer,
     Log,
     LoopbackIngest,
@@ -68,6 +70,9 @@ class InProcessKafka(KafkaClients):
         self, admin: TopicAdmin, producer: AsyncProducer, topic: str = MOVE_TASKS_TOPIC
     ) -> MoveTaskLog:
         return EmptyMoveTaskLog(self.bootstrap, admin, producer, topic)
+
+    def stack_log(self, admin: TopicAdmin, producer: AsyncProducer) -> StackLog:
+        return EmptyStackLog(self.bootstrap, admin, producer)
 
     async def open_leases(
         self, records: Iterable[QueueRecord], clock: Clock, on_commit: CommitListener

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from gateway.actions.action import Action, Result
 from gateway.actions.context import RequestContext
 from gateway.actions.params import Params
-from gateway.sqs.replay.tasks import HISTORY, ReplayStatus, ReplaySummary
+from gateway.sqs.replay.tasks import HISTORY, ReplaySummary
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,9 @@ def decode(p: Params) -> ListMessageReplayTasksRequest:
 
 def entry(task: ReplaySummary) -> Result:
     """One task; optional members only when they have a value."""
-    out: Result = {}
-    if task.status is ReplayStatus.RUNNING:
-        out["TaskHandle"] = task.handle  # only a running task can be cancelled
+    # The handle of every task, not only of a running one as ListMessageMoveTasks does: it
+    # names the task for `kqs replay`, which follows it to its end.
+    out: Result = {"TaskHandle": task.handle}
     out["Status"] = task.status.value
     out["SourceArn"] = task.source_arn
     out["DestinationArn"] = task.destination_arn

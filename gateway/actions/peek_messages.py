@@ -82,7 +82,7 @@ def message_entry(browsed: Browsed, preview: int, encryption: QueueEncryption) -
     }
     fact = browsed.fact
     receive_count = fact.receive_count if fact else 0
-    if browsed.status is not Status.UNKNOWN:
+    if browsed.status not in (Status.UNKNOWN, Status.DELETED):  # (the lease store forgot it)
         attributes["ApproximateReceiveCount"] = str(receive_count)
     if fact is not None and fact.receive_count:
         attributes["ApproximateFirstReceiveTimestamp"] = str(fact.first_receive_ms)

@@ -26,6 +26,7 @@ from gateway.cli import collector
 from gateway.cli.analytics import add_analytics_subcommand
 from gateway.cli.dashboard import add_dashboard_subcommand
 from gateway.cli.inspect import add_inspect_subcommand
+from gateway.cli.replay import add_replay_subcommands
 from gateway.cluster.hand_over import retire_worker_copies
 from gateway.cluster.workers import cpu_count, die_with_supervisor, run_workers, worker_index
 from gateway.common.config import Settings
@@ -362,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_inspect_subcommand(subparsers)
     add_analytics_subcommand(subparsers)
     add_dashboard_subcommand(subparsers)
+    add_replay_subcommands(subparsers)
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":

@@ -32,11 +32,18 @@ from topology.names import REGION_PATTERN
 
 log = logging.getLogger("kqs.auth")
 
+# The services a request may be signed for: SQS, and CloudFormation and STS, which the
+# gateway answers on the same port (`gateway/http/other_services.py`).
+SIGNED_SERVICES = ("sqs", "cloudformation", "sts")
+
 
 @value_class
 class Caller:
     principal: Principal
     region: str | None  # of the credential scope; None when unsigned
+    # The credential scope's service: "sqs", or "cloudformation" / "sts" for the endpoints
+    # `other_services.py` serves on the same port; None when unsigned.
+    service: str | None = None
 
 
 def authenticate(request: web.Request, body: bytes, directory: Directory, now: datetime) -> Caller:
@@ -50,25 +57,34 @@ def authenticate(request: web.Request, body: bytes, directory: Directory, now: d
         return Caller(anonymous(directory.default_account_id), None)
     access_key = sigv4.access_key_of(headers, query) if directory.accept_any_access_key else None
     if access_key and directory.credential(access_key) is None:
-        caller = Caller(directory.any_key_principal(access_key), _scope_region(headers, query))
+        scope = _scope(headers, query)
+        region, service = (scope[2], scope[3]) if scope else (None, None)
+        caller = Caller(directory.any_key_principal(access_key), region, service)
     else:
         verified = sigv4.verify(
-            request.method, request.raw_path, headers, body, now, directory.secret_of
+            request.method,
+            request.raw_path,
+            headers,
+            body,
+            now,
+            directory.secret_of,
+            SIGNED_SERVICES,
         )
         credential = directory.credential(verified.access_key)
         assert credential is not None  # verify() refuses unknown keys
-        caller = Caller(credential.principal, verified.region)
+        caller = Caller(credential.principal, verified.region, verified.service)
     if caller.region is not None and not REGION_PATTERN.match(caller.region):
         raise SignatureDoesNotMatch("Credential should be scoped to a valid region.")
     return caller
 
 
-def _scope_region(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+def _scope(headers: Mapping[str, str], query: Mapping[str, str]) -> list[str] | None:
+    """The credential's parts (key, date, region, service, "aws4_request"), unverified."""
     authorization = headers.get("Authorization", "")
     credential = authorization.partition("Credential=")[2].split(",", 1)[0]
     credential = credential or query.get("X-Amz-Credential", "")
     parts = credential.split("/")
-    return parts[2] if len(parts) == 5 else None
+    return parts if len(parts) == 5 else None
 
 
 def condition_keys(request: web.Request, principal: Principal, now: datetime) -> Mapping[str, str]:

@@ -30,6 +30,7 @@ from gateway.common.errors import (
     SqsError,
     for_domain_error,
 )
+from gateway.http import other_services
 from gateway.http.auth import authenticate, authorize, condition_keys
 from gateway.http.dispatch import ACTIONS
 from gateway.http.lean_http import Handler, LeanFront, LeanRequest
@@ -223,6 +224,13 @@ async def _answer(
         now = datetime.fromtimestamp(runtime.clock.now_ms() / 1000, UTC)
         caller = authenticate(request, body, app[DIRECTORY], now)
         wire = read_request(request, protocol, request_id, body)
+        service = other_services.service_of(caller, wire.action)
+        if service is not None:
+            response = await other_services.answer(
+                request, body, runtime, caller, service, request_id, now
+            )
+            outcome = "ok" if response.status < 400 else "error"
+            return _Answer(response, f"{service}:{wire.action}", outcome)
         action = ACTIONS.get(wire.action)
         if action is None:
             raise unknown_action(wire.action)

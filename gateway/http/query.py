@@ -23,6 +23,7 @@ _LISTS = {
     "ActionName": "Actions",
     "StringListValue": "StringListValues",
     "BinaryListValue": "BinaryListValues",
+    "Status": "Statuses",  # PeekMessages (KQS's own)
 }
 # Query member name -> (JSON member name, key field, value field), for flattened maps.
 _MAPS = {

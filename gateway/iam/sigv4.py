@@ -58,6 +58,7 @@ SecretOf = Callable[[str], str | None]
 class Verified:
     access_key: str
     region: str
+    service: str = SERVICE  # of the credential scope: one of `verify`'s `services`
 
 
 @value_class
@@ -104,8 +105,12 @@ def verify(
     body: bytes,
     now: datetime,
     secret_of: SecretOf,
+    services: tuple[str, ...] = (SERVICE,),
 ) -> Verified:
-    """Check the signature of a request; `raw_path` includes the query string as sent."""
+    """Check the signature of a request; `raw_path` includes the query string as sent.
+
+    `services`: the credential scopes' services the endpoint answers for (SQS, and the
+    CloudFormation and STS endpoints the gateway serves beside it)."""
     path, _, raw_query = raw_path.partition("?")
     pairs = _query_pairs(raw_query)
     presigned = "Authorization" not in headers and any(
@@ -113,7 +118,7 @@ def verify(
     )
     signed = _from_query(pairs) if presigned else _from_header(headers)
     scope = signed.scope
-    if scope.service != SERVICE:
+    if scope.service not in services:
         raise SignatureDoesNotMatch(f"Credential should be scoped to correct service: '{SERVICE}'.")
     day = signed.amz_date_text[:8]  # YYYYMMDD of the request's own (ISO-8601 basic) date
     if day != scope.date:
@@ -158,7 +163,7 @@ def verify(
             "Check your AWS Secret Access Key and signing method. Consult the service "
             "documentation for details."
         )
-    return Verified(scope.access_key, scope.region)
+    return Verified(scope.access_key, scope.region, scope.service)
 
 
 class SigningKey:

@@ -131,3 +131,106 @@ def test_a_range_beyond_retention_is_refused_with_the_oldest_available_time(kqs:
     assert error["Code"] == "InvalidParameterValue"
     assert "oldest available time" in error["Message"]
     assert kqs.list_message_replay_tasks(QueueUrl=url).get("Tasks", []) == []
+
+
+def test_a_cancelled_task_stops_and_says_how_many_it_replayed(kqs: Any) -> None:
+    # Given a slow replay of 40 messages (5 a second)
+    url = new_queue(kqs, "replay-cancel")
+    since_ms = int(time.time() * 1000) - 1000
+    kqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)],
+    )
+    for _ in range(3):
+        kqs.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(10)]
+        )
+    handle = kqs.start_message_replay_task(
+        QueueUrl=url, SinceTimestamp=since_ms, MaxNumberOfMessagesPerSecond=5
+    )["TaskHandle"]
+
+    # When it is cancelled
+    replayed = kqs.cancel_message_replay_task(TaskHandle=handle)[
+        "ApproximateNumberOfMessagesReplayed"
+    ]
+    task = wait_until_ended(kqs, url)
+
+    # Then it ends CANCELLED, well short of the 40, and cannot be cancelled again
+    assert task["Status"] == "CANCELLED", task
+    assert task["TaskHandle"] == handle
+    assert replayed <= task["ApproximateNumberOfMessagesReplayed"] < 40
+    with pytest.raises(ClientError) as again:
+        kqs.cancel_message_replay_task(TaskHandle=handle)
+    assert again.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+def counts(kqs: Any, url: str) -> dict[str, str]:
+    attributes: dict[str, str] = kqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])[
+        "Attributes"
+    ]
+    return {k: v for k, v in attributes.items() if k.startswith("ApproximateNumberOfMessages")}
+
+
+def test_peeking_shows_each_state_and_changes_nothing(kqs: Any) -> None:
+    # Given a queue with a deleted, an in-flight, a delayed and two visible messages
+    url = new_queue(kqs, "peek")
+    for body in ("deleted", "in flight", "visible 1", "visible 2"):
+        kqs.send_message(QueueUrl=url, MessageBody=body)
+    kqs.send_message(QueueUrl=url, MessageBody="delayed", DelaySeconds=600)
+    taken = kqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=600)
+    by_body = {m["Body"]: m for m in taken["Messages"]}
+    assert len(by_body) == 2  # oldest first: "deleted" and "in flight" (one partition or two)
+    for body in list(by_body):
+        if body != "in flight":
+            kqs.delete_message(QueueUrl=url, ReceiptHandle=by_body[body]["ReceiptHandle"])
+    before = counts(kqs, url)
+
+    # When the queue is browsed, twice, oldest first
+    first = kqs.peek_messages(QueueUrl=url, MaxNumberOfMessages=10)
+    second = kqs.peek_messages(QueueUrl=url, MaxNumberOfMessages=10)
+
+    # Then every message is there with its state, and nothing changed by looking
+    assert first["Messages"] == second["Messages"]
+    states = {m["Body"]: m["Attributes"]["KqsStatus"] for m in first["Messages"]}
+    assert states == {
+        "deleted": "DELETED",
+        "in flight": "IN_FLIGHT",
+        "visible 1": "VISIBLE",
+        "visible 2": "VISIBLE",
+        "delayed": "DELAYED",
+    }
+    in_flight = next(m for m in first["Messages"] if m["Body"] == "in flight")
+    assert in_flight["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert int(in_flight["Attributes"]["KqsVisibleAtTimestamp"]) > time.time() * 1000 + 500_000
+    assert "ReceiptHandle" not in in_flight
+    assert counts(kqs, url) == before
+    assert first["MessageRetentionPeriod"] == 345600
+    assert first["OldestAvailableTimestamp"] <= int(time.time() * 1000) - 345_000_000
+    visible = kqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
+    assert sorted(m["Body"] for m in visible["Messages"]) == ["visible 1", "visible 2"]
+    assert {m["Attributes"]["ApproximateReceiveCount"] for m in visible["Messages"]} == {"1"}
+
+
+def test_peeking_pages_newest_first_and_filters_by_status(kqs: Any) -> None:
+    # Given seven messages, the first three deleted
+    url = new_queue(kqs, "peek-pages")
+    for i in range(7):
+        kqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
+        time.sleep(0.002)  # distinct send times: the order below is theirs
+    for message in kqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3)["Messages"]:
+        kqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    # When the visible ones are paged through, newest first, two at a time
+    seen: list[str] = []
+    token: dict[str, str] = {}
+    while True:
+        page = kqs.peek_messages(
+            QueueUrl=url, MaxNumberOfMessages=2, Order="newest", Statuses=["VISIBLE"], **token
+        )
+        seen.extend(m["Body"] for m in page.get("Messages", []))  # Query: none, no element
+        if "NextToken" not in page:
+            break
+        token = {"NextToken": page["NextToken"]}
+
+    # Then each visible message came once, newest first
+    assert seen == ["m6", "m5", "m4", "m3"]

@@ -25,7 +25,7 @@ at most `MaxNumberOfMessagesPerSecond` when given.
 
 **Durable, and nothing twice.** The task is a record on `__kqs_replay_tasks` (the move
 tasks' log, `topology/move_task_log.py`, on a topic of its own), written when it starts,
-about once a second while it runs (a checkpoint), when a cancel is asked for and when it
+every `KQS_REPLAY_CHECKPOINT_S` (1 s) while it runs (a checkpoint), when a cancel is asked for and when it
 ends. A checkpoint is taken between batches, when every send so far is acknowledged and
 none is on its way: the next source offset of each partition, the count, and the
 destination's end offsets at that moment. A gateway that runs the task on (this one
@@ -82,7 +82,6 @@ log = logging.getLogger("kqs.replay_tasks")
 
 # Records read and sent at a time: one checkpoint at most per batch.
 BATCH = 500
-PROGRESS_EVERY_S = 1.0
 HISTORY = 10  # finished tasks remembered per source queue
 CLOSE_TIMEOUT_S = 5.0
 # Several gateways: a RUNNING task whose record is older than this is taken to have lost
@@ -200,6 +199,7 @@ class ReplayTasks:
         task_log: MoveTaskLog,
         new_reader: Callable[[], LogReader],
         events: EventSink,
+        checkpoint_every_s: float = 1.0,
     ) -> None:
         self._clock = clock
         self._registry = registry
@@ -208,6 +208,7 @@ class ReplayTasks:
         self._log = task_log
         self._new_reader = new_reader
         self._events = events
+        self._checkpoint_every_s = checkpoint_every_s
         self._running: dict[str, ReplayTask] = {}  # by task id: the tasks run here
         self._closing = asyncio.Event()
         self._watch: asyncio.Task[None] | None = None
@@ -464,7 +465,7 @@ class ReplayTasks:
                     summary.positions[logged.partition] = logged.offset + 1
                 summary.replayed += len(fresh)
                 paced_count += len(fresh)
-                if time.monotonic() - written_s >= PROGRESS_EVERY_S:
+                if time.monotonic() - written_s >= self._checkpoint_every_s:
                     written_s = time.monotonic()
                     await self._checkpoint(task, destination)
                 delay_s = paced_from_s + paced_count / rate - loop.time()

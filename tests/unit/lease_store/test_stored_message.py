@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from dataclasses import replace
 
 import pytest
 
@@ -140,3 +141,19 @@ def test_the_ids_of_received_messages_are_taken_once_and_bounded() -> None:
     assert ids.take((b"p", 4)) is None  # taken: a second delete reads the store
     assert ids.take((b"p", 0)) is None  # dropped with an older generation
     assert ids.take((b"q", 3)) is None  # another partition's offset 3
+
+
+def test_a_replayed_message_keeps_its_origin_in_format_4_and_others_stay_in_format_3() -> None:
+    # Given a message a replay task re-sent, and the same without an origin
+    replayed = replace(EVERY_FIELD, replay_of='{"task":"t","partition":1,"offset":9}')
+
+    # When each is stored
+    raw, plain = replayed.encode(), EVERY_FIELD.encode()
+
+    # Then the replay's reads back whole in format 4; the other is format 3 as before
+    assert (raw[0], plain[0]) == (4, 3)
+    assert StoredMessage.decode(raw) == replayed
+    assert StoredMessage.id_of(raw) == replayed.message_id
+    assert StoredMessage.decode(plain).replay_of is None
+    fast = replace(PLAIN, replay_of="origin")  # not the one-pack common case any more
+    assert StoredMessage.decode(fast.encode()) == fast
