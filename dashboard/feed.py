@@ -29,6 +29,7 @@ from confluent_kafka import (
 
 from dashboard.model import DashboardModel
 from dashboard.records import decode_dlq, decode_gauges, decode_metric
+from topology.client_properties import connection
 from topology.consuming import poll_batch
 from topology.names import DASHBOARD_GROUP, DLQ_ANALYTICS_TOPIC, EVENTS_TOPIC, METRICS_TOPIC
 
@@ -36,6 +37,8 @@ log = logging.getLogger("kqs.dashboard")
 
 LOOKBACK_MS = 60 * 60 * 1000
 EVENTS_LOOKBACK_MS = 10 * 60 * 1000
+# How often `summary` forgets what is older than LOOKBACK_MS (see `Feed.summary`).
+PRUNE_EVERY_MS = 10_000
 # Look for topics often until all three exist, then now and then for added partitions.
 DISCOVER_EVERY_S = 3.0
 REDISCOVER_EVERY_S = 30.0
@@ -110,6 +113,7 @@ class Feed:
         self._model = DashboardModel()
         self._status = FeedStatus(records={topic: 0 for topic in self._readers})
         self._lock = threading.Lock()
+        self._pruned_ms = 0
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kqs-dashboard-feed", daemon=True)
 
@@ -120,11 +124,16 @@ class Feed:
         self._stopping.set()
         self._thread.join(timeout=15)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, limit: int | None = None, search: str = "") -> dict[str, Any]:
+        """The model's summary (see `DashboardModel.summary`) and the feed's status."""
         now_ms = self._clock()
         with self._lock:
-            self._model.prune(now_ms - LOOKBACK_MS)
-            summary = self._model.summary(now_ms)
+            # Pruning walks every window of every queue (seconds with 10,000 queues): the
+            # windows are minutes long, so once every PRUNE_EVERY_MS is soon enough.
+            if now_ms - self._pruned_ms >= PRUNE_EVERY_MS:
+                self._model.prune(now_ms - LOOKBACK_MS)
+                self._pruned_ms = now_ms
+            summary = self._model.summary(now_ms, limit, search)
             summary["feed"] = {
                 "bootstrap": self.bootstrap,
                 "records": dict(self._status.records),
@@ -139,7 +148,7 @@ class Feed:
     def _run(self) -> None:
         consumer = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **connection(self.bootstrap),
                 "group.id": DASHBOARD_GROUP,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,

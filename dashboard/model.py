@@ -129,19 +129,62 @@ class DashboardModel:
 
     # -- what the page draws --------------------------------------------------------------
 
-    def summary(self, now_ms: int) -> dict[str, Any]:
-        dlqs = [_dlq_summary(key, windows, now_ms) for key, windows in sorted(self.dlqs.items())]
+    def summary(self, now_ms: int, limit: int | None = None, search: str = "") -> dict[str, Any]:
+        """Every queue and DLQ by name; or, with `limit`, the `limit` busiest queues (and
+        DLQs) whose name contains `search` (any case), so a page over 10,000 queues stays
+        small: only the cards shown are summarised."""
         # A DLQ's own card counts what arrived in it (its arrivals are not sends).
         arrivals: Counter[QueueKey] = Counter()
-        for dlq in dlqs:
-            arrivals[(dlq["account"], dlq["dlq"])] += dlq["total_arrivals"]
+        for (account, dlq, _source), windows in self.dlqs.items():
+            arrivals[(account, dlq)] += sum(w.arrivals for w in windows.values())
+        needle = search.casefold()
+        queue_keys = [key for key in self.queues if needle in key[1].casefold()]
+        dlq_keys = [
+            key for key in self.dlqs if needle in key[1].casefold() or needle in key[2].casefold()
+        ]
+        if limit is None:
+            queue_keys.sort()
+            dlq_keys.sort()
+        else:
+            busy = {k: _activity(self.queues[k], now_ms) for k in queue_keys}
+            queue_keys.sort(key=lambda k: (-busy[k], k))
+            dlq_keys.sort(key=lambda k: (-sum(w.arrivals for w in self.dlqs[k].values()), k))
+            del queue_keys[limit:], dlq_keys[limit:]
         queues = []
-        for (account, name), queue in sorted(self.queues.items()):
-            summary = _queue_summary(account, name, queue, now_ms)
+        for account, name in queue_keys:
+            summary = _queue_summary(account, name, self.queues[(account, name)], now_ms)
             summary["is_dlq"] = (account, name) in arrivals
             summary["totals"]["dlq_arrivals"] = arrivals[(account, name)]
             queues.append(summary)
-        return {"now_ms": now_ms, "queues": queues, "dlqs": dlqs}
+        dlqs = [_dlq_summary(key, self.dlqs[key], now_ms) for key in dlq_keys]
+        return {
+            "now_ms": now_ms,
+            "queue_count": len(self.queues),
+            "dlq_count": len(self.dlqs),
+            "queues": queues,
+            "dlqs": dlqs,
+        }
+
+
+# How far back "busiest" looks: the messages sent, received and deleted in the windows that
+# started in the last five minutes (looked up by start, so ranking 10,000 queues stays cheap).
+BUSY_MINUTES = 5
+BUSY_METRICS = (SENT, RECEIVED, DELETED)
+MINUTE_MS = 60_000
+
+
+def _activity(queue: _Queue, now_ms: int) -> float:
+    latest = now_ms - now_ms % MINUTE_MS
+    starts = [latest - i * MINUTE_MS for i in range(BUSY_MINUTES)]
+    total = 0.0
+    for metric in BUSY_METRICS:
+        windows = queue.metrics.get(metric)
+        if windows:
+            for start in starts:
+                record = windows.get(start)
+                if record is not None:
+                    total += record.stats.sum
+    return total
 
 
 def _queue_series(queue: _Queue, now_ms: int) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 
     GET /              the page (dashboard/static/index.html)
     GET /static/...    dashboard.js, dashboard.css (no build step, no CDN: works offline)
-    GET /api/summary   the model as JSON (`DashboardModel.summary` plus the feed's status)
+    GET /api/summary   the model as JSON (`DashboardModel.summary` plus the feed's status);
+                       `?limit=N&q=text`: the N busiest queues whose names contain text
     GET /health        200 once serving
 
 Two ways to run it: `run_dashboard(bootstrap, host, port)` blocks until SIGINT or SIGTERM
@@ -34,8 +35,19 @@ async def _index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
 
+# The most cards one `/api/summary?limit=` answer holds (the page asks for SHOWN_QUEUES).
+MAX_LIMIT = 1000
+
+
 async def _summary(request: web.Request) -> web.Response:
-    return web.json_response(request.app[FEED_KEY].summary(), headers={"Cache-Control": "no-store"})
+    """`?limit=N&q=text`: the N busiest queues and DLQs whose names contain `text`; without
+    `limit`, every one by name."""
+    limit_text = request.query.get("limit", "")
+    if limit_text and not (limit_text.isdigit() and 0 < int(limit_text) <= MAX_LIMIT):
+        raise web.HTTPBadRequest(text=f"limit must be 1..{MAX_LIMIT}")
+    limit = int(limit_text) if limit_text else None
+    summary = request.app[FEED_KEY].summary(limit, request.query.get("q", ""))
+    return web.json_response(summary, headers={"Cache-Control": "no-store"})
 
 
 async def _health(request: web.Request) -> web.Response:

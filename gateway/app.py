@@ -34,6 +34,7 @@ from gateway.http.pipeline import (
     runtime_of,
     serve_sqs,
 )
+from gateway.http.tls import peer_client_context
 from gateway.iam.config import Directory, load_directory
 from gateway.kafka_clients import KafkaClients
 from gateway.observability.backlog import commit_backlog_offsets
@@ -249,7 +250,7 @@ async def _start(
         raise ValueError(
             f"KQS_PARTITION_OWNERSHIP {settings.partition_ownership!r} is not 'all' or 'group'"
         )
-    forwarder = Forwarder(secret)
+    forwarder = Forwarder(secret, peer_client_context(settings.tls_cert) if settings.tls else None)
     encryption = build_encryption(settings.master_key_file, clock)
     if not encryption.available:
         log.warning(
@@ -472,8 +473,8 @@ def _advertised_url(settings: Settings) -> str:
             "this one; using 127.0.0.1",
             extra={"port": settings.port},
         )
-        return f"http://127.0.0.1:{settings.port}"
-    return f"http://{settings.host}:{settings.port}"
+        return f"{settings.scheme}://127.0.0.1:{settings.port}"
+    return f"{settings.scheme}://{settings.host}:{settings.port}"
 
 
 async def _flush_events_every_second(sink: KafkaEventSink) -> None:

@@ -117,6 +117,7 @@ def read_events(spark: SparkSession, settings: AnalyticsSettings) -> DataFrame:
     raw = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", settings.bootstrap)
+        .options(**settings.spark_kafka_options())
         .option("subscribe", settings.events_topic)
         .option("startingOffsets", settings.starting_offsets)
         .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))

@@ -2,7 +2,7 @@
 
 This module is plain Python (no pyspark import) so ``kqs analytics --help`` stays fast, and it
 imports nothing from the gateway: on a cluster, ``spark-submit`` ships ``spark_streaming``
-alone.
+with ``topology/client_properties.py`` (the Kafka client properties; plain Python too).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import argparse
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from topology import client_properties
 
 EVENTS_TOPIC = "__kqs_events"
 METRICS_TOPIC = "__kqs_metrics"
@@ -49,6 +51,19 @@ class AnalyticsSettings:
     replication_factor: int = field(
         default_factory=lambda: int(os.environ.get("KQS_REPLICATION_FACTOR", "1"))
     )
+    # The Kafka client properties (TLS, SASL) as the user wrote them: `--kafka-config FILE`
+    # / KQS_KAFKA_CONFIG and KQS_KAFKA_* (topology/client_properties.py).
+    kafka_properties: client_properties.ClientProperties = field(
+        default_factory=client_properties.ClientProperties
+    )
+
+    def spark_kafka_options(self) -> dict[str, str]:
+        """The properties for Spark's Kafka source and sink, with their ``kafka.`` prefix."""
+        return {f"kafka.{k}": v for k, v in self.kafka_properties.java().items()}
+
+    def admin_config(self) -> dict[str, str]:
+        """The properties for a librdkafka client of this cluster (the driver's admin client)."""
+        return {"bootstrap.servers": self.bootstrap, **self.kafka_properties.librdkafka()}
 
     @property
     def analytics_dir(self) -> str:
@@ -82,6 +97,13 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, master_default: str | 
         "of <data-dir>/kafka that `kqs serve` started, else 127.0.0.1:9092)",
     )
     parser.add_argument(
+        "--kafka-config",
+        default="",
+        metavar="FILE",
+        help="Kafka client properties (TLS, SASL) for the Kafka source and sink "
+        "(default: $KQS_KAFKA_CONFIG; KQS_KAFKA_* settings override its security keys)",
+    )
+    parser.add_argument(
         "--data-dir",
         default=defaults.data_dir,
         help="outputs go to <data dir>/analytics ($KQS_DATA_DIR, default %(default)s)",
@@ -113,9 +135,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, master_default: str | 
 
 
 def settings_from(args: argparse.Namespace) -> AnalyticsSettings:
+    """Raises `client_properties.ClientPropertiesError` for unusable Kafka client properties."""
+    properties = client_properties.load(args.kafka_config)
     return replace(
         AnalyticsSettings(),
-        bootstrap=args.bootstrap or AnalyticsSettings().bootstrap,
+        bootstrap=args.bootstrap or properties.bootstrap or AnalyticsSettings().bootstrap,
+        kafka_properties=properties,
         data_dir=str(args.data_dir),
         trigger_seconds=args.trigger_seconds,
         file_trigger_seconds=args.file_trigger_seconds,

@@ -48,7 +48,7 @@ def prepare_topics(
         return
     # librdkafka's messages through logging, not raw on stderr (served by poll(), below).
     config: dict[str, Any] = {
-        "bootstrap.servers": settings.bootstrap,
+        **settings.admin_config(),
         "logger": logging.getLogger("kqs.librdkafka"),
     }
     admin = AdminClient(config)
@@ -108,6 +108,7 @@ def to_kafka(
         .format("kafka")
         .outputMode("update")
         .option("kafka.bootstrap.servers", settings.bootstrap)
+        .options(**settings.spark_kafka_options())
         .option("topic", topic)
         .option("checkpointLocation", settings.checkpoint(name))
     )

@@ -23,6 +23,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     OffsetSpec,
 )
 
+from topology.client_properties import connection
+
 log = logging.getLogger("kqs.admin")
 
 # Below the SQS SDKs' default read timeout (60 s) and the producer's delivery timeout (15 s,
@@ -71,7 +73,7 @@ class TopicAdmin:
         # No `logger`: confluent-kafka serves its lines from poll(), which nothing calls on an
         # admin client, so they would pile up in memory; librdkafka writes them to stderr.
         config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
+            **connection(bootstrap),
             "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
             "socket.connection.setup.timeout.ms": 5_000,
         }

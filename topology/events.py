@@ -30,6 +30,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from topology.admin import TopicAdmin
 from topology.client_log import RepeatLimit
+from topology.client_properties import connection
 from topology.names import EVENTS_TOPIC
 from topology.producer_stats import StatisticsHolder
 
@@ -75,7 +76,7 @@ class EventPublisher:
     ) -> None:
         self.statistics = StatisticsHolder()
         config = {
-            "bootstrap.servers": bootstrap,
+            **connection(bootstrap),
             **PUBLISH_SETTINGS,
             "queue.buffering.max.messages": buffer_messages,
             "error_cb": self._on_error,

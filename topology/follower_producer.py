@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from topology.client_log import LIBRDKAFKA
+from topology.client_properties import connection
 from topology.producer import DURABLE_SETTINGS, ProduceFailed
 from topology.stall import SETTLE_S, STALL_S
 
@@ -88,7 +89,7 @@ class FollowerProducer:
         self._last_handed: concurrent.futures.Future[None] | None = None
         self._producer = Producer(
             {
-                "bootstrap.servers": bootstrap,
+                **connection(bootstrap),
                 **DURABLE_SETTINGS,
                 "linger.ms": self.CONFIRMED_LINGER_MS if confirmed else self.FOLLOW_LINGER_MS,
                 "delivery.report.only.error": not confirmed,

@@ -39,6 +39,7 @@ from confluent_kafka import (
 
 from lease_store.records import StoredMessage
 from topology.client_log import LIBRDKAFKA
+from topology.client_properties import connection
 from topology.consuming import decode_queue_record, poll_batch
 from topology.names import INGEST_GROUP
 from topology.producer import coordinates
@@ -153,7 +154,7 @@ class IngestConsumer:
         self._consumer = Consumer(
             {
                 **group_settings,
-                "bootstrap.servers": bootstrap,
+                **connection(bootstrap),
                 "group.id": INGEST_GROUP,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,

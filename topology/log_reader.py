@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from lease_store.records import StoredMessage
 from topology.client_log import LIBRDKAFKA
+from topology.client_properties import connection
 from topology.consuming import decode_queue_record, poll_batch, watermarks
 from topology.producer import coordinates
 
@@ -41,7 +42,7 @@ class LogReader:
     def __init__(self, bootstrap: str) -> None:
         self._consumer = Consumer(
             {
-                "bootstrap.servers": bootstrap,
+                **connection(bootstrap),
                 "group.id": "kqs-log-reader",  # required by librdkafka; never joined
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,

@@ -27,6 +27,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from lease_store.value_class import value_class
+from topology.client_properties import connection
 from topology.names import is_queue_topic
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import MAX_RECORD_BYTES
@@ -84,6 +85,9 @@ class ProduceFailed(Exception):
 
     def __init__(self, error: KafkaError) -> None:
         super().__init__(str(error))
+        self.code = (
+            error.code()
+        )  # an authorization code names a missing ACL (gateway/common/denials.py)
         self.retriable = bool(error.retriable()) or error.code() == KafkaError._MSG_TIMED_OUT
         # Taken out of librdkafka's queue unsent (`FollowerProducer.drop_unsent`), not refused.
         self.dropped = error.code() == KafkaError._PURGE_QUEUE
@@ -152,7 +156,7 @@ class AsyncProducer:
         connect_new_shards: bool = True,
     ) -> None:
         self._config = {
-            "bootstrap.servers": bootstrap,
+            **connection(bootstrap),
             "linger.ms": linger_ms,
             **(extra or {}),
             **DURABLE_SETTINGS,

@@ -21,6 +21,7 @@ from lease_store.rebuild import LeaseRebuild, PartitionPlan, RebuildStats
 from lease_store.records import LeaseFact, StoredMessage
 from topology.changelog import parse_key, purge_watermark
 from topology.client_log import LIBRDKAFKA
+from topology.client_properties import connection
 from topology.consuming import as_bytes, decode_queue_record, poll_batch, watermarks
 from topology.names import LEASES_TOPIC
 from topology.producer import coordinates
@@ -56,7 +57,7 @@ def rebuild_leases(
     stopping = stop or threading.Event()
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **connection(bootstrap),
             "group.id": "kqs-lease-rebuild",
             "enable.auto.commit": False,
             "enable.partition.eof": True,

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from topology.client_log import LIBRDKAFKA
+from topology.client_properties import connection
 from topology.consuming import as_bytes, poll_batch, watermarks
 from topology.producer import coordinates
 
@@ -34,7 +35,7 @@ def read_to_end(bootstrap: str, topic: str, on_records: OnRecords, timeout_s: fl
     log order, one record a call), blocking; returns that end: where a `TopicTail` resumes."""
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **connection(bootstrap),
             "group.id": "kqs-topic-reader",  # required by librdkafka; nothing is committed
             "enable.auto.commit": False,
             "logger": LIBRDKAFKA,
@@ -94,7 +95,7 @@ class TopicTail:
     def _run(self) -> None:
         consumer = Consumer(
             {
-                "bootstrap.servers": self._bootstrap,
+                **connection(self._bootstrap),
                 # Required by librdkafka; nothing is committed (manual assignment).
                 "group.id": "kqs-topic-tail",
                 "enable.auto.commit": False,

@@ -427,6 +427,10 @@ function render(summary) {
   dlqs.replaceChildren(
     ...(summary.dlqs.length ? summary.dlqs.map((d) => dlqCard(d, now)) : [html("p", "empty", "No dead-letter moves yet.")])
   );
+  document.getElementById("shown").textContent =
+    summary.queue_count > summary.queues.length
+      ? `the ${summary.queues.length} busiest of ${summary.queue_count} queues (last ${BUSY_MINUTES} minutes)`
+      : "";
   const status = document.getElementById("status");
   const feed = summary.feed;
   const records = Object.values(feed.records).reduce((a, b) => a + b, 0);
@@ -438,9 +442,33 @@ function render(summary) {
   restorePointer();
 }
 
+// The page shows the SHOWN_QUEUES busiest queues whose names contain the search text: with
+// 10,000 queues, the server summarises only those (GET /api/summary?limit=&q=).
+const SHOWN_QUEUES = 50;
+const BUSY_MINUTES = 5;
+let pollTimer = null;
+let polling = false; // one request at a time; a search typed meanwhile asks again at once
+let again = false;
+
+function summaryUrl() {
+  const search = document.getElementById("search").value.trim();
+  return `/api/summary?limit=${SHOWN_QUEUES}&q=${encodeURIComponent(search)}`;
+}
+
+document.getElementById("search").addEventListener("input", () => {
+  clearTimeout(pollTimer);
+  pollTimer = setTimeout(poll, 300);
+});
+
 async function poll() {
+  clearTimeout(pollTimer);
+  if (polling) {
+    again = true;
+    return;
+  }
+  polling = true;
   try {
-    const response = await fetch("/api/summary", { cache: "no-store" });
+    const response = await fetch(summaryUrl(), { cache: "no-store" });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     render(await response.json());
   } catch (error) {
@@ -448,7 +476,9 @@ async function poll() {
     status.className = "status error";
     status.textContent = `dashboard server unreachable (${error.message}); retrying`;
   } finally {
-    setTimeout(poll, POLL_MS);
+    polling = false;
+    pollTimer = setTimeout(poll, again ? 0 : POLL_MS);
+    again = false;
   }
 }
 

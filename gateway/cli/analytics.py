@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from spark_streaming.settings import AnalyticsSettings, add_run_arguments, settings_from
+from topology import client_properties
 
 log = logging.getLogger("kqs.analytics")
 
@@ -103,7 +104,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     logs.configure(args.log_format)
     # py4j announces its callback server (the batch listener's channel) at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        properties = client_properties.load(args.kafka_config)
+    except client_properties.ClientPropertiesError as error:
+        sys.stderr.write(f"kqs analytics: error: {error}\n")
+        return 2
+    args.bootstrap = args.bootstrap or properties.bootstrap
     args.bootstrap = _embedded_or_configured_bootstrap(args)
+    settings = settings_from(args)
+    client_properties.use(settings.bootstrap, settings.kafka_properties)  # the dashboard's feed
     try:
         resolved = jars.fetch()
     except jars.JarsError as error:
@@ -125,4 +134,4 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 )
                 return 1
             log.info("dashboard", extra={"url": server.url})
-        return jobs.run(settings_from(args), resolved, args.master)
+        return jobs.run(settings, resolved, args.master)

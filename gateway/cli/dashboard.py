@@ -11,6 +11,7 @@ from pathlib import Path
 from dashboard.server import DEFAULT_PORT, run_dashboard
 from gateway.common.config import Settings
 from gateway.observability import logs
+from topology import client_properties
 from topology.embedded import broker
 
 log = logging.getLogger("kqs.dashboard")
@@ -68,7 +69,15 @@ def dashboard_bootstrap(configured: str, data_dir: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_format)
-    bootstrap = dashboard_bootstrap(args.kafka_bootstrap, args.data_dir)
+    try:
+        # KQS_KAFKA_CONFIG and KQS_KAFKA_*: the secured cluster's client properties.
+        properties = client_properties.load()
+    except client_properties.ClientPropertiesError as error:
+        sys.stderr.write(f"kqs dashboard: {error}\n")
+        return 2
+    configured = args.kafka_bootstrap or properties.bootstrap
+    bootstrap = dashboard_bootstrap(configured, args.data_dir)
+    client_properties.use(bootstrap, properties)
     try:
         return run_dashboard(bootstrap, args.host, args.port)
     except OSError as error:  # the port is taken, or the address is not this machine's

@@ -50,12 +50,13 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from gateway.common.config import Settings
+from gateway.common.config import Settings, kafka_client_properties, use_kafka_client_properties
 from gateway.sqs.queues import queue_arn
 from lease_store.rocks import ReadOnlyRocksKeyValueStore
 from lease_store.store import LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord, partition_keys
+from topology.client_properties import ClientPropertiesError
 from topology.embedded import broker
 from topology.names import INGEST_GROUP
 from topology.producer import AsyncProducer
@@ -145,7 +146,11 @@ def add_inspect_subcommand(
 def run(args: argparse.Namespace) -> int:
     settings = replace(Settings(), data_dir=args.data_dir)
     try:
-        bootstrap = _bootstrap(args.kafka_bootstrap, settings.kafka_dir)
+        settings, properties = kafka_client_properties(
+            replace(settings, kafka_bootstrap=args.kafka_bootstrap)
+        )
+        bootstrap = _bootstrap(settings.kafka_bootstrap, settings.kafka_dir)
+        use_kafka_client_properties(replace(settings, kafka_bootstrap=bootstrap), properties)
         report = asyncio.run(
             inspect(
                 bootstrap,
@@ -158,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
                 timeout_s=args.timeout,
             )
         )
-    except InspectError as error:
+    except (InspectError, ClientPropertiesError) as error:
         sys.stderr.write(f"kqs inspect: {error}\n")
         return 1
     sys.stdout.write(

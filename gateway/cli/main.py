@@ -29,11 +29,13 @@ from gateway.cli.inspect import add_inspect_subcommand
 from gateway.cli.replay import add_replay_subcommands
 from gateway.cluster.hand_over import retire_worker_copies
 from gateway.cluster.workers import cpu_count, die_with_supervisor, run_workers, worker_index
-from gateway.common.config import Settings
+from gateway.common.config import Settings, kafka_client_properties, use_kafka_client_properties
 from gateway.http.lean_http import LeanFront
 from gateway.http.pipeline import drain, lean_front
+from gateway.http.tls import TlsConfigError, server_context
 from gateway.iam.config import ConfigError, Directory, load_directory
 from gateway.observability import logs
+from topology.client_properties import ClientProperties, ClientPropertiesError
 from topology.embedded.broker import DEFAULT_HEAP, EmbeddedBroker
 from topology.embedded.broker_cli import add_kafka_subcommands
 from topology.embedded.broker_config import log_dir
@@ -66,6 +68,28 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     )
     serve.add_argument(
         "--kafka-bootstrap", default=defaults.kafka_bootstrap, help="use this Kafka cluster"
+    )
+    serve.add_argument(
+        "--kafka-config",
+        default=defaults.kafka_config,
+        metavar="FILE",
+        help="Kafka client properties (TLS, SASL) for every Kafka client, as Kafka's tools take "
+        "--command-config (KQS_KAFKA_CONFIG; KQS_KAFKA_* settings override its security keys)",
+    )
+    serve.add_argument(
+        "--tls-cert",
+        default=defaults.tls_cert,
+        metavar="FILE",
+        help="serve HTTPS with this PEM certificate chain (KQS_TLS_CERT; needs --tls-key)",
+    )
+    serve.add_argument(
+        "--tls-key", default=defaults.tls_key, metavar="FILE", help="its PEM key (KQS_TLS_KEY)"
+    )
+    serve.add_argument(
+        "--http-port",
+        type=int,
+        default=defaults.http_port,
+        help="with HTTPS, also answer plain HTTP on this port (KQS_HTTP_PORT; default none)",
     )
     serve.add_argument(
         "--iam-config",
@@ -105,7 +129,7 @@ def _announce_credentials(settings: Settings, directory: Directory) -> None:
                 "admin": "access key admin, secret admin (also lists, deletes, purges all)",
                 "usage": "AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
                 "AWS_DEFAULT_REGION=us-east-1 aws --endpoint-url "
-                f"http://{settings.host}:{settings.port} sqs list-queues",
+                f"{settings.scheme}://{settings.host}:{settings.port} sqs list-queues",
             },
         )
     else:
@@ -136,7 +160,12 @@ async def _run_gateway(settings: Settings, directory: Directory, pool_worker: bo
     log.info(
         "listening",
         extra={
-            "endpoint": f"http://{settings.host}:{settings.port}",
+            "endpoint": f"{settings.scheme}://{settings.host}:{settings.port}",
+            **(
+                {"http": f"http://{settings.host}:{settings.http_port}"}
+                if settings.http_port
+                else {}
+            ),
             "account": settings.account_id,
             **({"internal": settings.advertised_url} if pool_worker else {}),
         },
@@ -189,23 +218,35 @@ async def _listen(
     private: socket.socket | None,
     reuse_port: bool,
 ) -> _Listening:
+    # HTTPS on the main port (and the workers' private ones) when configured; `http_port`
+    # answers plain HTTP beside it.
+    tls = server_context(settings.tls_cert, settings.tls_key) if settings.tls else None
+    plain_port = settings.http_port if tls is not None else 0
     if settings.http_front == "lean":
         front = lean_front(app)
         loop = asyncio.get_running_loop()
         servers = [
             await loop.create_server(
-                front.protocol, settings.host, settings.port, reuse_port=reuse_port or None
+                front.protocol, settings.host, settings.port, reuse_port=reuse_port or None, ssl=tls
             )
         ]
         if private is not None:
-            servers.append(await loop.create_server(front.protocol, sock=private))
+            servers.append(await loop.create_server(front.protocol, sock=private, ssl=tls))
+        if plain_port:
+            servers.append(
+                await loop.create_server(
+                    front.protocol, settings.host, plain_port, reuse_port=reuse_port or None
+                )
+            )
         log.info("HTTP front", extra={"front": "lean"})
         return _Listening([], servers, front)
     sites: list[web.BaseSite] = [
-        web.TCPSite(runner, settings.host, settings.port, reuse_port=reuse_port)
+        web.TCPSite(runner, settings.host, settings.port, reuse_port=reuse_port, ssl_context=tls)
     ]
     if private is not None:
-        sites.append(web.SockSite(runner, private))
+        sites.append(web.SockSite(runner, private, ssl_context=tls))
+    if plain_port:
+        sites.append(web.TCPSite(runner, settings.host, plain_port, reuse_port=reuse_port))
     for site in sites:
         await site.start()
     return _Listening(sites, [], None)
@@ -227,7 +268,7 @@ def _private_url(settings: Settings, private: socket.socket) -> str:
         parts = urlsplit(settings.advertised_url)
         return f"{parts.scheme}://{parts.hostname}:{port}"
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    return f"http://{host}:{port}"
+    return f"{settings.scheme}://{host}:{port}"
 
 
 def _worker_count(value: str) -> int:
@@ -249,7 +290,29 @@ def _worker_args(args: argparse.Namespace) -> list[str]:
         passed += ["--iam-config", args.iam_config]
     if args.accept_any_access_key:
         passed.append("--accept-any-access-key")
+    for option in ("kafka_config", "tls_cert", "tls_key"):
+        if getattr(args, option):
+            passed += [f"--{option.replace('_', '-')}", getattr(args, option)]
+    if args.http_port:
+        passed += ["--http-port", str(args.http_port)]
     return passed
+
+
+def _secured(settings: Settings) -> tuple[Settings, ClientProperties]:
+    """The Kafka client properties (and the cluster a properties file names), and a check of
+    the HTTPS certificate, before anything starts."""
+    settings, properties = kafka_client_properties(settings)
+    if properties.values and not settings.kafka_bootstrap:
+        raise ClientPropertiesError(
+            "Kafka client properties are given but no cluster: set --kafka-bootstrap "
+            "(KQS_KAFKA_BOOTSTRAP) or bootstrap.servers in the properties file (the embedded "
+            "broker is plaintext)"
+        )
+    if bool(settings.tls_cert) != bool(settings.tls_key):
+        raise TlsConfigError("--tls-cert and --tls-key go together (KQS_TLS_CERT, KQS_TLS_KEY)")
+    if settings.tls:
+        server_context(settings.tls_cert, settings.tls_key)
+    return settings, properties
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -259,6 +322,10 @@ def serve(args: argparse.Namespace) -> int:
         port=args.port,
         data_dir=args.data_dir,
         kafka_bootstrap=args.kafka_bootstrap,
+        kafka_config=args.kafka_config,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        http_port=args.http_port,
         iam_config=args.iam_config,
         accept_any_access_key=args.accept_any_access_key,
         log_format=args.log_format,
@@ -279,11 +346,16 @@ def serve(args: argparse.Namespace) -> int:
         directory = load_directory(
             settings.iam_config, settings.account_id, settings.accept_any_access_key
         )
-    except ConfigError as error:
+        settings, kafka_properties = _secured(settings)
+    except (ConfigError, ClientPropertiesError, TlsConfigError) as error:
         sys.stderr.write(f"kqs: {error}\n")
         return 2
+    # Before any Kafka client is made (the embedded broker needs none: it is plaintext).
+    use_kafka_client_properties(settings, kafka_properties)
     if not args.pool_worker:
         _announce_credentials(settings, directory)
+        if kafka_properties.values:
+            log.info("Kafka client properties", extra=kafka_properties.summary())
     if workers == 1 and settings.partition_ownership == "all":
         retire_worker_copies(settings)
     with contextlib.ExitStack() as stack:

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
@@ -139,9 +140,10 @@ def _gone(owner: Owner) -> OwnerGone:
 class Forwarder:
     """The client side: one aiohttp session, opened on first use."""
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, tls: ssl.SSLContext | None = None) -> None:
         self._secret = secret
         self._session: aiohttp.ClientSession | None = None
+        self._tls = tls  # how to verify the other gateways over HTTPS (gateway/http/tls.py)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -155,7 +157,9 @@ class Forwarder:
         timeout_s: float = CALL_TIMEOUT_S,
     ) -> dict[str, Any]:
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._tls) if self._tls else None
+            )
         body = json.dumps(payload).encode()
         headers = {
             "Content-Type": "application/json",

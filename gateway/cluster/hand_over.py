@@ -38,6 +38,7 @@ from topology.catalog import Catalog, QueueRecord, partition_keys
 from topology.changelog import TOPIC_CONFIG as CHANGELOG_CONFIG
 from topology.changelog import encode_state, fact_key, state_key
 from topology.client_log import LIBRDKAFKA
+from topology.client_properties import connection
 from topology.consuming import watermarks
 from topology.follower_producer import FollowerProducer
 from topology.names import LEASES_TOPIC
@@ -142,7 +143,7 @@ def _publish_store(
     """Every fact the store holds and a tombstone for every offset it no longer holds, from
     each partition's log start to its applied offset (blocking)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "kqs-hand-over", "logger": LIBRDKAFKA}
+        {**connection(bootstrap), "group.id": "kqs-hand-over", "logger": LIBRDKAFKA}
     )
     published = 0
     try:

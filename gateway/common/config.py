@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from topology import client_properties
 from topology.admin import USE_CLUSTER_DEFAULT
+from topology.client_properties import ClientProperties
 from topology.ingest import DEFAULT_FETCH_WAIT_MS
 from topology.producer import DEFAULT_BULK_LINGER_MS, DEFAULT_FILL_LINGER_MS, DEFAULT_LINGER_MS
 
@@ -22,6 +24,10 @@ class Settings:
     data_dir: Path = field(default_factory=lambda: Path(os.environ.get("KQS_DATA_DIR", "data")))
     # Empty: start the embedded single-node broker. Set: use that cluster, start nothing.
     kafka_bootstrap: str = field(default_factory=lambda: os.environ.get("KQS_KAFKA_BOOTSTRAP", ""))
+    # A Kafka client properties file (`client.properties`: TLS, SASL) every Kafka client of the
+    # gateway is given, with the `KQS_KAFKA_*` security settings over it
+    # (topology/client_properties.py); empty: plaintext, unauthenticated.
+    kafka_config: str = field(default_factory=lambda: os.environ.get("KQS_KAFKA_CONFIG", ""))
     kafka_port: int = field(default_factory=lambda: _env_int("KQS_KAFKA_PORT", 9092))
     kafka_controller_port: int = field(
         default_factory=lambda: _env_int("KQS_KAFKA_CONTROLLER_PORT", 9093)
@@ -52,6 +58,11 @@ class Settings:
         default_factory=lambda: os.environ.get("KQS_ACCOUNT_ID", "000000000000")
     )
     region: str = field(default_factory=lambda: os.environ.get("KQS_REGION", "us-east-1"))
+    # HTTPS: the certificate chain and private key (PEM files) of the port above; empty: HTTP.
+    tls_cert: str = field(default_factory=lambda: os.environ.get("KQS_TLS_CERT", ""))
+    tls_key: str = field(default_factory=lambda: os.environ.get("KQS_TLS_KEY", ""))
+    # With HTTPS on, a second port answering plain HTTP too (local use); 0: none.
+    http_port: int = field(default_factory=lambda: _env_int("KQS_HTTP_PORT", 0))
     # Behind a proxy, the URL clients must use; by default the host each request came to.
     base_url: str = field(default_factory=lambda: os.environ.get("KQS_BASE_URL", ""))
     receipt_secret: str = field(default_factory=lambda: os.environ.get("KQS_RECEIPT_SECRET", ""))
@@ -120,9 +131,35 @@ class Settings:
     )
 
     @property
+    def tls(self) -> bool:
+        return bool(self.tls_cert)
+
+    @property
+    def scheme(self) -> str:
+        """How the gateway's own port is reached: "https" with a certificate, else "http"."""
+        return "https" if self.tls else "http"
+
+    @property
     def lease_dir(self) -> Path:
         return self.data_dir / "leases"
 
     @property
     def kafka_dir(self) -> Path:
         return self.data_dir / "kafka"
+
+
+def kafka_client_properties(settings: Settings) -> tuple[Settings, ClientProperties]:
+    """The Kafka client properties of `settings` (`kafka_config` and `KQS_KAFKA_*`), and the
+    settings with the cluster the properties file names when none was given
+    (`bootstrap.servers`). Raises `ClientPropertiesError` (naming keys, never secrets)."""
+    properties = client_properties.load(settings.kafka_config)
+    if not settings.kafka_bootstrap and properties.bootstrap:
+        settings = replace(settings, kafka_bootstrap=properties.bootstrap)
+    return settings, properties
+
+
+def use_kafka_client_properties(settings: Settings, properties: ClientProperties) -> None:
+    """Give every Kafka client of the gateway's clusters (the queues', the events') `properties`."""
+    client_properties.use(settings.kafka_bootstrap, properties)
+    if settings.events_bootstrap:
+        client_properties.use(settings.events_bootstrap, properties)

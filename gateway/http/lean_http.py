@@ -150,6 +150,14 @@ class LeanRequest:
         return self._body
 
 
+class SecureLeanRequest(LeanRequest):
+    """A request that came over TLS (`kqs serve --tls-cert`)."""
+
+    __slots__ = ()
+    secure = True
+    scheme = "https"
+
+
 def _origin_form(url: bytes) -> str:
     """The request target as path and query: an absolute-form target (`POST http://host/q`,
     as sent to a proxy) loses its scheme and authority, as aiohttp's parser drops them."""
@@ -169,6 +177,7 @@ class LeanProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._remote: str | None = None
         self._local_host = ""
+        self._request_class = LeanRequest  # SecureLeanRequest on a TLS connection
         # The request being parsed.
         self._url = b""
         self._headers: list[tuple[str, str]] = []
@@ -191,6 +200,8 @@ class LeanProtocol(asyncio.Protocol):
         sock = transport.get_extra_info("sockname")
         if isinstance(sock, tuple):
             self._local_host = f"{sock[0]}:{sock[1]}"
+        if transport.get_extra_info("sslcontext") is not None:
+            self._request_class = SecureLeanRequest
         self._front.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -272,7 +283,7 @@ class LeanProtocol(asyncio.Protocol):
         self._body = []
 
     def _request(self) -> LeanRequest:
-        return LeanRequest(
+        return self._request_class(
             self._front.app,
             self._parser.get_method().decode("ascii", "replace"),
             _origin_form(self._url),

@@ -23,6 +23,7 @@ from gateway.actions.params import Params
 from gateway.actions.runtime import Runtime
 from gateway.cluster.forwarding import PATH as INTERNAL_PATH
 from gateway.common import limits
+from gateway.common.denials import missing_acl
 from gateway.common.errors import (
     InternalError,
     RequestTooLarge,
@@ -267,10 +268,18 @@ async def _answer(
     except LeaseError as exc:
         error = for_domain_error(exc)
     except (ProduceFailed, KafkaException) as exc:
-        log.warning("kafka unavailable", extra={"request_id": request_id, "error": str(exc)})
-        error = ServiceUnavailable(
-            "The service is unavailable (Kafka did not answer). Retry later."
-        )
+        missing = missing_acl(exc, action_name)
+        if missing is not None:  # a deployment's mistake, not an outage: say what to grant
+            log.error(
+                "Kafka refused the gateway: missing ACL",
+                extra={"request_id": request_id, "acl": missing, "error": str(exc)},
+            )
+            error = InternalError(f"Kafka refused the gateway's request: grant it {missing}.")
+        else:
+            log.warning("kafka unavailable", extra={"request_id": request_id, "error": str(exc)})
+            error = ServiceUnavailable(
+                "The service is unavailable (Kafka did not answer). Retry later."
+            )
     except _ClientGone:
         # Nobody will read an answer; not the gateway's fault, so no traceback either.
         log.info("client disconnected mid-request", extra={"request_id": request_id})

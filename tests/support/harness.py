@@ -15,6 +15,7 @@ import gzip
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -171,15 +172,20 @@ class GatewayProcess:
         port: int | None = None,
         env: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
+        tls_ca: Path | None = None,
     ) -> None:
         """`bootstrap` empty: the gateway starts its embedded broker (set KQS_KAFKA_PORT and
-        KQS_KAFKA_CONTROLLER_PORT in `env`)."""
+        KQS_KAFKA_CONTROLLER_PORT in `env`). `tls_ca`: the gateway serves HTTPS (its
+        `--tls-cert` in `args`) with a certificate for `localhost` this CA signed."""
         self.data_dir = data_dir
         self.bootstrap = bootstrap
         self.extra_env = dict(env or {})  # e.g. KQS_IAM_CONFIG
         self.extra_args = list(args)  # e.g. --workers 2
         self.port = port or free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.tls_ca = tls_ca
+        self.endpoint = (
+            f"https://localhost:{self.port}" if tls_ca else f"http://127.0.0.1:{self.port}"
+        )
         self.log_path = data_dir / "gateway.log"
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -218,7 +224,10 @@ class GatewayProcess:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"gateway exited early; see {self.log_path}:\n{self.log_tail()}")
             with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.endpoint}/health", timeout=1) as response:
+                context = ssl.create_default_context(cafile=self.tls_ca) if self.tls_ca else None
+                with urllib.request.urlopen(
+                    f"{self.endpoint}/health", timeout=1, context=context
+                ) as response:
                     if response.status == 200:
                         return
             time.sleep(0.1)

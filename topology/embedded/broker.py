@@ -58,6 +58,7 @@ from topology.embedded.broker_config import (
     _LOG_DIRS,
     _LOG_FILE,
     ClusterNode,
+    SecureListeners,
     _atomic_write,
     _java_command,
     _write_log4j_config,
@@ -150,6 +151,7 @@ def start(
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     owner_pid: int | None = None,
     cluster: ClusterNode | None = None,
+    secure: SecureListeners | None = None,
 ) -> BrokerInfo:
     """Start (or find already running) the single-node KRaft broker of ``data_dir``.
 
@@ -166,6 +168,9 @@ def start(
 
     ``cluster``: this broker is one node of a multi-node cluster instead. It is ready only once
     a quorum of the voters runs, so the nodes of a new cluster must be started concurrently.
+
+    ``secure``: the broker's port is a SASL_SSL listener (plus an SSL one) with an
+    authorizer, instead of plaintext (``SecureListeners``).
     """
     data_dir = Path(data_dir).expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -177,13 +182,13 @@ def start(
             info = _already_running(data_dir, running, host, port, controller_port, ready_timeout)
             return _adopt_if_orphaned(info, owner_pid)
         _pid_file(data_dir).unlink(missing_ok=True)  # stale: its process is gone
-        for p in (port, controller_port):
+        for p in (port, controller_port, *((secure.ssl_port,) if secure else ())):
             _ensure_port_free(host, p)
         home = fetch(cache_dir)
         java = _require_java()
         _write_state(data_dir, host, port, controller_port, owner_pid)
         config = _write_server_properties(
-            data_dir, host, port, controller_port, flush_every_message, cluster
+            data_dir, host, port, controller_port, flush_every_message, cluster, secure
         )
         _write_log4j_config(data_dir)
         base_cmd = _java_command(java, home, data_dir, heap)
@@ -191,7 +196,7 @@ def start(
             base_cmd, data_dir, config, cluster.cluster_id if cluster else new_cluster_id()
         )
         info = _launch_and_wait(
-            base_cmd, data_dir, config, host, port, controller_port, ready_timeout
+            base_cmd, data_dir, config, host, port, controller_port, ready_timeout, secure
         )
     return info
 
@@ -204,6 +209,7 @@ def _launch_and_wait(
     port: int,
     controller_port: int,
     ready_timeout: float,
+    secure: SecureListeners | None = None,
 ) -> BrokerInfo:
     began = time.monotonic()
     proc = _launch(base_cmd, data_dir, config)
@@ -212,7 +218,7 @@ def _launch_and_wait(
         "broker launched pid=%d bootstrap=%s log=%s", proc.pid, info.bootstrap, info.log_file
     )
     try:
-        _wait_until_ready(proc.pid, info, ready_timeout)
+        _wait_until_ready(proc.pid, info, ready_timeout, secure.admin_client() if secure else {})
     except BaseException:
         # A half-started broker would hold the ports and the pid file; don't leave it behind.
         stop(data_dir, timeout=10)
@@ -352,7 +358,9 @@ def _launch(base_cmd: Sequence[str], data_dir: Path, config: Path) -> subprocess
     return proc
 
 
-def _wait_until_ready(pid: int, info: BrokerInfo, timeout: float) -> None:
+def _wait_until_ready(
+    pid: int, info: BrokerInfo, timeout: float, client: dict[str, str] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     # TCP first: librdkafka logs every refused connection to stderr, so only bring in the
     # admin client once something listens.
@@ -364,7 +372,9 @@ def _wait_until_ready(pid: int, info: BrokerInfo, timeout: float) -> None:
 
     # The listener opens before the broker has caught up with the metadata log and been
     # unfenced; only then does it list itself in metadata responses.
-    admin = AdminClient({"bootstrap.servers": info.bootstrap, "socket.timeout.ms": 5000})
+    admin = AdminClient(
+        {"bootstrap.servers": info.bootstrap, **(client or {}), "socket.timeout.ms": 5000}
+    )
     while True:
         _check_alive(pid, info)
         remaining = deadline - time.monotonic()

@@ -36,6 +36,91 @@ class ClusterNode:
     min_insync_replicas: int = 2
 
 
+@dataclass(frozen=True)
+class SecureListeners:
+    """A broker that refuses plaintext clients, as production clusters do (tests and trials of
+    KQS's Kafka client security; see docs/architecture/kafka-security.md).
+
+    The broker's port is a SASL_SSL listener (PLAIN, SCRAM-SHA-256/512, and OAUTHBEARER
+    when `unsecured_oauthbearer`), `ssl_port` an SSL listener that requires a client
+    certificate signed by `ca` (mutual TLS; the principal is the certificate's CN).
+    The StandardAuthorizer is on and denies what no ACL allows; `admin_user` (a PLAIN user,
+    also the broker's own inter-broker login) is a super user. SCRAM users are created
+    through the admin API by whoever needs them; PLAIN users are the static `plain_users`.
+
+    The controller listener stays plaintext on loopback, and its principal (ANONYMOUS) is a
+    super user: the broker half of the one JVM calls the controller half through it.
+    """
+
+    keystore: Path  # PKCS12: the broker's key and certificate (SAN: the listeners' host)
+    keystore_password: str
+    ca: Path  # PEM: the CA certificates the broker's and the clients' certificates chain to
+    ssl_port: int
+    admin_user: str
+    admin_password: str
+    plain_users: tuple[tuple[str, str], ...] = ()
+    # OAUTHBEARER with Kafka's unsecured-token validator: any well-formed unsigned JWT is
+    # accepted (its `sub` is the principal). For testing the clients' OIDC flow only.
+    unsecured_oauthbearer: bool = False
+
+    def server_properties(self, host: str, port: int, controller_port: int) -> dict[str, str]:
+        users = ((self.admin_user, self.admin_password), *self.plain_users)
+        plain = " ".join(f"user_{name}={_jaas_quote(secret)}" for name, secret in users)
+        mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        props = {
+            "listeners": f"SASL_SSL://{host}:{port},SSL://{host}:{self.ssl_port},"
+            f"CONTROLLER://{host}:{controller_port}",
+            "advertised.listeners": f"SASL_SSL://{host}:{port},SSL://{host}:{self.ssl_port}",
+            "inter.broker.listener.name": "SASL_SSL",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f"username={_jaas_quote(self.admin_user)} "
+                f"password={_jaas_quote(self.admin_password)} {plain};"
+            ),
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": _SCRAM_SERVER,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": _SCRAM_SERVER,
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(self.keystore),
+            "ssl.keystore.password": self.keystore_password,
+            "ssl.key.password": self.keystore_password,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca),
+            "listener.name.ssl.ssl.client.auth": "required",
+            # A client certificate's principal is its CN (User:kqs-gateway), not the whole DN.
+            "ssl.principal.mapping.rules": "RULE:^(.*,)?CN=([^,]+)(,.*)?$/$2/,DEFAULT",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{self.admin_user};User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+        if self.unsecured_oauthbearer:
+            mechanisms.append("OAUTHBEARER")
+            props["listener.name.sasl_ssl.oauthbearer.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                f"unsecuredLoginStringClaim_sub={_jaas_quote(self.admin_user)};"
+            )
+        props["sasl.enabled.mechanisms"] = ",".join(mechanisms)
+        return props
+
+    def admin_client(self) -> dict[str, str]:
+        """librdkafka properties of the super user (readiness checks, SCRAM users, ACLs)."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": self.admin_user,
+            "sasl.password": self.admin_password,
+            "ssl.ca.location": str(self.ca),
+        }
+
+
+_SCRAM_SERVER = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def log_dir(data_dir: Path) -> Path:
     """The broker's `log.dirs`: a directory per topic partition, holding its segments."""
     return data_dir / _LOG_DIRS
@@ -48,6 +133,7 @@ def _write_server_properties(
     controller_port: int,
     flush_every_message: bool,
     cluster: ClusterNode | None = None,
+    secure: SecureListeners | None = None,
 ) -> Path:
     props: dict[str, str | int] = {
         # Combined mode: one JVM is both the KRaft controller and the broker.
@@ -106,6 +192,8 @@ def _write_server_properties(
             # is lost to an election (Kafka's default, stated because it is the point).
             "unclean.leader.election.enable": "false",
         }
+    if secure is not None:
+        props |= secure.server_properties(host, port, controller_port)
     if flush_every_message:
         props["log.flush.interval.messages"] = 1
     lines = [

@@ -362,3 +362,30 @@ def test_pruning_forgets_old_windows_and_queues_left_empty() -> None:
         ("live", [2])
     ]
     assert [d["dlq"] for d in summary["dlqs"]] == ["live-dlq"]
+
+
+def test_with_a_limit_the_busiest_queues_of_the_last_minutes_come_first_and_search_filters() -> (
+    None
+):
+    # Given 300 queues: q-0000 to q-0299, each with as many messages sent now as its number,
+    # and one queue busy an hour ago only
+    model = DashboardModel()
+    now = T0 + 60 * MINUTE_MS + 30_000
+    latest = now - now % MINUTE_MS
+    for i in range(300):
+        fold_metric(
+            model, queue=f"q-{i:04d}", name="NumberOfMessagesSent", window_start_ms=latest, total=i
+        )
+    fold_metric(model, queue="old", name="NumberOfMessagesSent", window_start_ms=T0, total=10**6)
+    # When the 5 busiest are asked for, then those matching "-001"
+    busiest = model.summary(now, limit=5)
+    found = model.summary(now, limit=5, search="-001")
+    # Then they are the 5 with the most sent in the last minutes, busiest first, of 301
+    assert [q["queue"] for q in busiest["queues"]] == [
+        f"q-{i:04d}" for i in (299, 298, 297, 296, 295)
+    ]
+    assert busiest["queue_count"] == 301
+    # And a search keeps the queues whose names contain the text, busiest first
+    assert [q["queue"] for q in found["queues"]] == [f"q-{i:04d}" for i in range(19, 14, -1)]
+    # And without a limit every queue is there, by name
+    assert [q["queue"] for q in model.summary(now)["queues"]][:2] == ["old", "q-0000"]

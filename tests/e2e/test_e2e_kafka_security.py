@@ -1,0 +1,243 @@
+"""KQS on a Kafka cluster that refuses plaintext: one jar broker for the module with a SASL_SSL
+listener, an mTLS listener and the StandardAuthorizer, SCRAM users created through the admin
+API, and only the ACLs README lists (`topology/acls.py`) granted.
+
+- the whole message path through two gateways in group mode (sent through one, received
+  through the other), whose every Kafka client logs in with SCRAM from a Java-style
+  `client.properties` (MSK's), in both protocols; the secret in no log line, not in /metrics;
+- a gateway whose principal lacks one documented ACL answers with an error naming it;
+- each login KQS documents (PLAIN over TLS as Confluent Cloud gives it, SCRAM in librdkafka's
+  dialect from `KQS_KAFKA_*`, mutual TLS, OAUTHBEARER with OIDC client credentials) reaches
+  the cluster through `topology/client_properties.py`, as every client of KQS is made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from tests.support.harness import GatewayProcess, client_for, eventually
+from tests.support.secure_kafka import SecureKafka, secure_kafka, token_endpoint
+from topology import acls, client_properties
+from topology.admin import TopicAdmin
+
+GATEWAY_USER = "kqs-gateway"
+PLAIN_USER = "kqs-plain"
+NO_WRITE_USER = "kqs-no-write"
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureKafka]:
+    work = tmp_path_factory.mktemp("secure-kafka")
+    with secure_kafka(
+        work, plain_users={PLAIN_USER: uuid.uuid4().hex}, unsecured_oauthbearer=True
+    ) as cluster:
+        cluster.add_scram_user(GATEWAY_USER, "SCRAM-SHA-512")
+        cluster.grant(f"User:{GATEWAY_USER}", acls.GATEWAY)
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def gateways(
+    kafka: SecureKafka, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[GatewayProcess]]:
+    """Two gateways in group mode, sharing the queues' partitions, whose Kafka clients all log
+    in as `kqs-gateway` (SCRAM-SHA-512) from the properties file MSK's documentation has
+    users write."""
+    config = kafka.properties_file("msk-scram", kafka.scram_properties(GATEWAY_USER))
+    env = {
+        "KQS_KAFKA_CONFIG": str(config),
+        "KQS_PARTITION_OWNERSHIP": "group",
+        "KQS_RECEIPT_SECRET": uuid.uuid4().hex,
+        "KQS_PARTITIONS": "2",
+    }
+    work = tmp_path_factory.mktemp("secure-gateways")
+    pair = [GatewayProcess(work / name, kafka.bootstrap, env=env) for name in "ab"]
+    try:
+        for process in pair:
+            process.start(timeout_s=90)
+        yield pair
+    finally:
+        for process in pair:
+            process.stop()
+
+
+@pytest.mark.parametrize("protocol", ["json", "query"])
+def test_the_message_path_runs_over_sasl_ssl_with_only_the_documented_acls(
+    gateways: list[GatewayProcess], kafka: SecureKafka, protocol: str
+) -> None:
+    sender, sqs = (client_for(protocol, g.endpoint) for g in gateways)
+    # Given a queue of two partitions created through one of two gateways that may do only
+    # what README grants them
+    url = sender.create_queue(
+        QueueName=f"secure-{protocol}", Attributes={"VisibilityTimeout": "30"}
+    )["QueueUrl"]
+    # when messages are sent through one, received through the other, made visible again,
+    # received again and deleted
+    sender.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(3)]
+    )
+    received: dict[str, Any] = {}
+
+    def all_three() -> dict[str, Any] | None:
+        for message in sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        ).get("Messages", []):
+            received[message["Body"]] = message
+        return received if len(received) == 3 else None
+
+    eventually(all_three, "the three messages", 30)
+    sqs.change_message_visibility(
+        QueueUrl=url, ReceiptHandle=received["m0"]["ReceiptHandle"], VisibilityTimeout=0
+    )
+    (again,) = eventually(
+        lambda: sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages"),
+        "m0 visible again",
+        30,
+    )
+    assert again["Body"] == "m0"
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+    for body in ("m1", "m2"):
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=received[body]["ReceiptHandle"])
+    # and the queue's settings change, it is purged and deleted
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"MessageRetentionPeriod": "3600"})
+    sqs.tag_queue(QueueUrl=url, Tags={"team": "security"})
+    sqs.send_message(QueueUrl=url, MessageBody="to purge")
+    sqs.purge_queue(QueueUrl=url)
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["MessageRetentionPeriod"] == "3600"
+    sqs.delete_queue(QueueUrl=url)
+    # then every call succeeded, and the SCRAM secret is in no log line and not in /metrics
+    secret = kafka.users[GATEWAY_USER]
+    for gateway in gateways:
+        assert secret not in gateway.log_path.read_text()
+        with urllib.request.urlopen(f"{gateway.endpoint}/metrics", timeout=10) as response:
+            assert secret not in response.read().decode()
+
+
+def test_a_missing_acl_is_named_in_the_error_and_the_log(
+    kafka: SecureKafka, tmp_path: Path
+) -> None:
+    # Given a principal with every documented ACL but WRITE on the queue topics, configured
+    # through KQS_KAFKA_* settings in librdkafka's terms (no file)
+    password = kafka.add_scram_user(NO_WRITE_USER, "SCRAM-SHA-256")
+    queue_topics, *others = acls.GATEWAY
+    without_write = tuple(op for op in queue_topics.operations if op != "WRITE")
+    kafka.grant(f"User:{NO_WRITE_USER}", [replace(queue_topics, operations=without_write), *others])
+    gateway = GatewayProcess(
+        tmp_path / "gateway",
+        kafka.bootstrap,
+        env={
+            "KQS_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "KQS_KAFKA_SASL_MECHANISMS": "SCRAM-SHA-256",
+            "KQS_KAFKA_SASL_USERNAME": NO_WRITE_USER,
+            "KQS_KAFKA_SASL_PASSWORD": password,
+            "KQS_KAFKA_SSL_CA_LOCATION": str(kafka.ca.cert),
+        },
+    )
+    gateway.start(timeout_s=90)
+    try:
+        sqs = client_for("json", gateway.endpoint)
+        url = sqs.create_queue(QueueName="no-write")["QueueUrl"]
+        # when it sends a message
+        with pytest.raises(sqs.exceptions.ClientError) as refused:
+            sqs.send_message(QueueUrl=url, MessageBody="refused")
+        # then the error names the grant that is missing, and so does the log
+        message = refused.value.response["Error"]["Message"]
+        assert "WRITE on topics prefixed 'kqs.'" in message
+        log = gateway.log_path.read_text()
+        assert "missing ACL" in log and "WRITE on topics prefixed 'kqs.'" in log
+        assert password not in log
+    finally:
+        gateway.stop()
+
+
+def _round_trip(bootstrap: str, properties: client_properties.ClientProperties) -> None:
+    """Create a topic, produce a record and read it back with KQS's own clients' configs."""
+    client_properties.use(bootstrap, properties)
+    try:
+        topic = f"kqs.login.{uuid.uuid4().hex}"
+        admin = TopicAdmin(bootstrap)
+        asyncio.run(admin.create_topic(topic, 1, {}))
+        producer = Producer({**client_properties.connection(bootstrap), "acks": "all"})
+        producer.produce(topic, b"hello")
+        assert producer.flush(30) == 0
+        consumer = Consumer(
+            {
+                **client_properties.connection(bootstrap),
+                "group.id": "kqs-login-check",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe([topic])
+        try:
+            record = eventually(lambda: consumer.poll(1.0), "the record", 60)
+            assert record.error() is None and record.value() == b"hello"
+        finally:
+            consumer.close()
+    finally:
+        client_properties.use(bootstrap, client_properties.ClientProperties())
+
+
+def test_plain_over_tls_as_confluent_cloud_writes_it(kafka: SecureKafka) -> None:
+    kafka.grant(f"User:{PLAIN_USER}", acls.GATEWAY)
+    config = kafka.properties_file(
+        "confluent-plain",
+        {
+            "bootstrap.servers": kafka.bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+            f"required username='{PLAIN_USER}' password='{kafka.users[PLAIN_USER]}';",
+            # A public CA on Confluent Cloud; the test CA here.
+            "ssl.ca.location": str(kafka.ca.cert),
+        },
+    )
+    properties = client_properties.load(config, environ={})
+    assert properties.bootstrap == kafka.bootstrap
+    _round_trip(properties.bootstrap, properties)
+
+
+def test_mutual_tls(kafka: SecureKafka) -> None:
+    # The SSL listener maps a certificate's CN to the principal: User:kqs-mtls.
+    kafka.grant("User:kqs-mtls", acls.GATEWAY)
+    client = kafka.ca.pem("kqs-mtls")
+    properties = client_properties.load(
+        environ={
+            "KQS_KAFKA_SECURITY_PROTOCOL": "SSL",
+            "KQS_KAFKA_SSL_CA_LOCATION": str(kafka.ca.cert),
+            "KQS_KAFKA_SSL_CERTIFICATE_LOCATION": str(client.cert),
+            "KQS_KAFKA_SSL_KEY_LOCATION": str(client.key),
+        }
+    )
+    _round_trip(kafka.ssl_bootstrap, properties)
+
+
+def test_oauthbearer_with_oidc_client_credentials(kafka: SecureKafka) -> None:
+    kafka.grant("User:kqs-oidc", acls.GATEWAY)
+    with token_endpoint("kqs-oidc") as oidc:
+        config = kafka.properties_file(
+            "oidc",
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanisms": "OAUTHBEARER",
+                "sasl.oauthbearer.method": "oidc",
+                "sasl.oauthbearer.client.id": oidc.client_id,
+                "sasl.oauthbearer.client.secret": oidc.client_secret,
+                "sasl.oauthbearer.token.endpoint.url": oidc.url,
+                "sasl.oauthbearer.scope": "kafka",
+                "ssl.ca.location": str(kafka.ca.cert),
+            },
+        )
+        _round_trip(kafka.bootstrap, client_properties.load(config, environ={}))
+        # the token came from the endpoint, by the client credentials grant
+        assert oidc.requests and oidc.requests[0]["grant_type"] == "client_credentials"
+        assert oidc.requests[0].get("scope") == "kafka"
