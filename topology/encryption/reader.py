@@ -4,11 +4,9 @@
     from topology.encryption.reader import DecryptingDeserializer, RecordOpener
 
     opener = RecordOpener.from_master_key_file("data/master.key")
-    consumer = DeserializingConsumer({
-        "bootstrap.servers": "localhost:9092",
-        "group.id": "my-reader",
-        "value.deserializer": DecryptingDeserializer(opener),
-    })
+    consumer = DeserializingConsumer(
+        {**consumer_config, "value.deserializer": DecryptingDeserializer(opener)}
+    )
     # msg.value() is the body in clear; opener.attributes(msg.headers()) the attributes.
 
 With a plain `Consumer`, call `opener.body(msg.value(), msg.headers())`. A record without the
