@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.ownership import EveryPartition, GroupOwnership
 from gateway.observability.events import EventSink
+from gateway.sqs.encryption import QueueEncryption
 from gateway.sqs.group_sync import GroupSync
 from gateway.sqs.queues import (
     QueueRegistry,
@@ -70,8 +71,11 @@ class MessageState:
         events: EventSink | None = None,
         ownership: EveryPartition | GroupOwnership | None = None,
         forwarder: Forwarder | None = None,
+        encryption: QueueEncryption | None = None,
     ) -> None:
         self._clock = clock
+        # Seals what is sent to encrypted queues (`Sending._start_send`); opens for move tasks.
+        self.encryption = encryption or QueueEncryption()
         # Which partitions are served here; the others' owners are reached by `_forwarder`.
         self.ownership = ownership or EveryPartition()
         # One gateway (the default): nothing to ask per partition on the request path.
