@@ -100,6 +100,10 @@ class MessageState:
         # Delivered records not applied yet, by offset (see the module header): those of this
         # event-loop turn, and those past a gap in their partition.
         self._ahead: dict[PartitionKey, dict[int, StoredMessage]] = defaultdict(dict)
+        # With several gateways, the spell of serving (`GroupOwnership.serving_since`) each
+        # partition's `_ahead` records were delivered in: they apply only in that spell
+        # (`Applying._in_this_spell`).
+        self._ahead_spell: dict[PartitionKey, int] = {}
         # Where the delivered records of each partition in this batch of reports apply:
         # (topic, partition) -> (queue, partition key, applied offset when the batch came),
         # and the partitions with records to apply at the end of the batch.
