@@ -428,7 +428,7 @@ def run_scale(work: Path, queues: int, requests_per_s: float, minutes: float) ->
         position = probes.Position(info.bootstrap, analytics.checkpoint, interval_s=5)
         position_thread = position.start()
         dashboard: list[dict[str, Any]] = []
-        end = began + minutes * 60
+        end = time.time() + minutes * 60  # from when the jobs run, not from their start
         while time.time() < end:
             time.sleep(30)
             for query in ("?limit=50", "?limit=50&q=user042"):
