@@ -16,9 +16,10 @@ from aiohttp import web
 from confluent_kafka import KafkaException
 
 from gateway.actions.runtime import Runtime
+from gateway.cloudformation.recovery import settle_abandoned
 from gateway.cloudformation.store import StackStore
 from gateway.cluster.forwarding import Forwarder
-from gateway.cluster.group_check import warn_if_group_gateways
+from gateway.cluster.group_check import JOIN_WAIT_S, check_alone
 from gateway.cluster.ownership import GroupOwnership
 from gateway.common import limits
 from gateway.common.config import Settings
@@ -52,6 +53,7 @@ from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.store import LeaseStore
+from topology.admin import TopicAdmin
 from topology.catalog import QueueRecord, partition_keys
 from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
@@ -59,6 +61,7 @@ from topology.follower_producer import FollowerProducer
 from topology.ingest import Ingest
 from topology.names import CATALOG_TOPIC, REGION_PATTERN, REPLAY_TASKS_TOPIC
 from topology.owners import Owner, OwnersDirectory
+from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer
 from topology.stack_log import StackLog
 from topology.topic_tail import TopicTail
@@ -104,6 +107,7 @@ class _Parts:
     replay_tasks: ReplayTasks | None = None
     replay_tasks_tail: TopicTail | None = None
     stacks_tail: TopicTail | None = None  # __kqs_stacks (gateway/cloudformation/store.py)
+    presence: GatewayPresence | None = None  # the kqs-gateways group (topology/presence.py)
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -177,6 +181,7 @@ async def _start(
     admin = kafka.admin(bootstrap, settings.topic_fsync)
     catalog = kafka.catalog(admin, producer)
     await catalog.ensure_topic()
+    presence = await _join_presence(settings, kafka, admin)
     catalog_state = await loop.run_in_executor(None, catalog.snapshot, settings.region)
     records = catalog_state.records
     await admin.ensure_durable(
@@ -243,12 +248,6 @@ async def _start(
             on_served=on_served,
         )
         group_ref.append(group)
-    elif settings.partition_ownership == "all":
-        await warn_if_group_gateways(admin)
-    else:
-        raise ValueError(
-            f"KQS_PARTITION_OWNERSHIP {settings.partition_ownership!r} is not 'all' or 'group'"
-        )
     forwarder = Forwarder(secret, peer_client_context(settings.tls_cert) if settings.tls else None)
     messages = MessageService(
         clock,
@@ -300,7 +299,9 @@ async def _start(
         # Other gateways' tasks: this one may become their source queues' home.
         move_tasks_tail = task_log.follow()
         move_tasks_tail.start(loop)
-    stacks_tail = await _load_stacks(app, kafka.stack_log(admin, producer), loop)
+    stacks_tail = await _load_stacks(
+        app, kafka.stack_log(admin, producer), loop, clock, settings.partition_ownership == "all"
+    )
     replay_log = kafka.move_task_log(admin, producer, REPLAY_TASKS_TOPIC)
     await replay_log.ensure_topic()
     await loop.run_in_executor(None, replay_log.load)
@@ -373,6 +374,7 @@ async def _start(
         replay_tasks_tail,
     )
     parts.stacks_tail = stacks_tail
+    parts.presence = presence
     app[PARTS] = parts
     app[SNAPSHOT] = lambda: parts.snapshot(messages, registry)
     app[JOINING] = lambda: group is not None and not group.ready
@@ -422,6 +424,8 @@ def build_app(
         if parts.replay_tasks_tail is not None:
             parts.replay_tasks_tail.stop()
         await parts.forwarder.close()
+        if parts.presence is not None:
+            parts.presence.close()  # the others see this gateway gone at once
         parts.producer.close()
         parts.follower.close()
         parts.events.close()
@@ -433,13 +437,41 @@ def build_app(
     return app
 
 
+async def _join_presence(
+    settings: Settings, kafka: KafkaClients, admin: TopicAdmin
+) -> GatewayPresence:
+    """Become a member of the presence group, then make sure no gateway already serving this
+    cluster is one this one cannot share it with (`gateway/cluster/group_check.py`): raises
+    `SharedCluster` (after leaving the group) when one is, unless KQS_SHARED_CLUSTER=warn."""
+    mode = settings.partition_ownership
+    if mode not in ("all", "group"):
+        raise ValueError(f"KQS_PARTITION_OWNERSHIP {mode!r} is not 'all' or 'group'")
+    gateway = _gateway_id(settings)
+    presence = kafka.presence(mode, gateway)
+    presence.start()
+    try:
+        # Joined first, then looked: two gateways starting at once see each other.
+        await asyncio.get_running_loop().run_in_executor(None, presence.joined, JOIN_WAIT_S)
+        await check_alone(admin, mode, gateway, settings.shared_cluster)
+    except BaseException:
+        presence.close()
+        raise
+    return presence
+
+
 async def _load_stacks(
-    app: web.Application, stack_log: StackLog, loop: asyncio.AbstractEventLoop
+    app: web.Application,
+    stack_log: StackLog,
+    loop: asyncio.AbstractEventLoop,
+    clock: Clock,
+    single_gateway: bool,
 ) -> TopicTail:
-    """The CloudFormation stacks: read whole, then followed (every gateway's changes)."""
+    """The CloudFormation stacks: read whole, then followed (every gateway's changes); the
+    operations a stopped gateway left half-way are settled (gateway/cloudformation/recovery.py)."""
     await stack_log.ensure_topic()
     store = StackStore(stack_log)
     end = await loop.run_in_executor(None, stack_log.load, store.apply)
+    await settle_abandoned(store, clock.now_ms(), all_in_progress=single_gateway)
     tail = stack_log.follow(end, store.apply)
     tail.start(loop)
     app[STACKS] = store

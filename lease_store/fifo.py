@@ -19,13 +19,14 @@ in log order, so a store rebuilt from the queue topic (`rebuild.py`) comes to th
 partition; with scope `queue` the gateway checks every partition before it sends, and only a
 race between two gateways sending one id with two groups could slip through.)
 
-Group locks. While a message of a group is in flight, no later message of the group may be
-received. `G` names the offsets the last receive took from the group (leased, or held for a
-dead-letter move), written in the same batch as their facts. The facts stay the truth: the
-group is locked while one of those offsets still has a fact that is not visible, so a
-delete, a visibility change, a lease that ends or an expiry needs no `G` write; the next
-receive that finds the lock released rewrites or drops it. A receive takes a group's visible
-messages in log order, as many as it may, before the next group's.
+Group locks. A FIFO group is available while its oldest undeleted message is visible, and a
+receive takes its messages in order up to the first one out of sight (`fifo_groups.py` has
+the rules and the order groups are served in). `G` names the group's offsets that receives
+took and that may still be out of sight (leased, or held for a dead-letter move), written in
+the same batch as their facts. The facts stay the truth: an offset in `G` hides the group's
+later messages while its fact is not visible, so a delete, a visibility change, a lease that
+ends or an expiry needs no `G` write; the next receive that meets the group rewrites the
+entry (the offsets still out of sight, and those it took) or drops it.
 
 The functions do no I/O beyond the `get` they are handed. `FifoOperations` holds the lease
 store's operations on these keys and its receives for grouped messages (FIFO queues, and fair
@@ -40,12 +41,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 
-from lease_store import state
+from lease_store import fifo_groups, state
 from lease_store.core import StoreCore
+from lease_store.fifo_groups import GroupRun
 from lease_store.keys import PartitionKey, _fact_key
 from lease_store.kv import WriteBatch
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.types import Delivery, ReceiveOutcome, _Batch
+from lease_store.visibility import PartitionVisibility
 
 DEDUPLICATION_WINDOW_MS = 5 * 60 * 1000
 SCOPE_QUEUE = "queue"
@@ -187,16 +190,22 @@ def decode_group_lock(raw: bytes) -> list[int]:
     return [offset for (offset,) in _I64.iter_unpack(raw)]
 
 
-def group_locked(pk: PartitionKey, group: str, now_ms: int, get: Get) -> bool:
-    """Whether a message the group's last receive took is still out of sight."""
+def hidden_offsets(pk: PartitionKey, group: str, now_ms: int, get: Get) -> list[int]:
+    """The group's offsets in its lock (`G`) that are out of sight at `now_ms`, ascending."""
     raw = get(group_key(pk.prefix, group))
     if raw is None:
-        return False
+        return []
+    hidden = []
     for offset in decode_group_lock(raw):
         fact_raw = get(_fact_key(pk, offset))
         if fact_raw is not None and LeaseFact.decode(fact_raw).visible_at_ms > now_ms:
-            return True
-    return False
+            hidden.append(offset)
+    return sorted(hidden)
+
+
+def group_locked(pk: PartitionKey, group: str, now_ms: int, get: Get) -> bool:
+    """Whether a message a receive took from the group is still out of sight."""
+    return bool(hidden_offsets(pk, group, now_ms, get))
 
 
 class FifoOperations(StoreCore):
@@ -219,6 +228,25 @@ class FifoOperations(StoreCore):
             prune_rows(batch_get(batch, self._kv.get), batch, pk.prefix, rows)
             self._kv.write(batch)
         return len(rows)
+
+    def forget_deduplication(self, pk: PartitionKey, before_offset: int) -> int:
+        """PurgeQueue: forget the window entries of the messages below `before_offset` (the
+        purge point), so a send after the purge is never a duplicate of a purged one, as in
+        SQS. Returns how many were forgotten. Entries of later messages stay."""
+        start = b"U" + pk.prefix
+        end = start + b"\xff" * 16  # scope keys are printable ASCII
+        forgotten = 0
+        while rows := self._kv.scan(start, end, limit=1000):
+            batch = WriteBatch()
+            for key, raw in rows:
+                entry = DedupEntry.decode(raw)
+                if entry.offset < before_offset:
+                    batch.delete(key)
+                    batch.delete(dedup_time_key(pk.prefix, entry.sent_ms, key[len(start) :]))
+                    forgotten += 1
+            self._kv.write(batch, sync=True)
+            start = rows[-1][0] + b"\x00"
+        return forgotten
 
     def prune_group_locks(self, pk: PartitionKey, now_ms: int) -> int:
         """Drop the group locks no message holds any more; returns how many were dropped.
@@ -251,17 +279,17 @@ class FifoOperations(StoreCore):
         scan_limit: int = 10_000,
         hold_ms: int | None = None,
     ) -> ReceiveOutcome:
-        """`receive` for a FIFO queue: message groups in order, one consumer at a time.
+        """`receive` for a FIFO queue: message groups in order, as AWS serves them.
 
-        Nothing is taken from a group while one of its messages is in flight (its lock, see
-        the module header); of the groups that are free, the one whose visible message comes first in
-        the log gives all it can, in log order, then the next. A message held for a
-        dead-letter move keeps its group locked, so the rest of the group waits for the move.
-        At most `scan_limit` visible messages are looked at (those of locked groups are
-        skipped, so a locked group with a long backlog costs a scan of it).
+        A group gives its visible messages in order up to the first one out of sight, and
+        only while its oldest message is visible; the groups give in the order they became
+        available (`fifo_groups.py`). A message held for a dead-letter move hides the rest
+        of its group until the move. At most `scan_limit` visible messages are looked at
+        (those hidden behind an in-flight message are skipped, so a group with a long
+        backlog behind one costs a scan of it).
 
         With `hold_ms`, the messages are held as `hold` holds them (a message move task),
-        not received, and their groups are locked meanwhile all the same.
+        not received, and hide the rest of their groups meanwhile all the same.
         """
         st = self._state(pk)
         now_ms = self._not_before_sweep(st, now_ms)
@@ -271,34 +299,10 @@ class FifoOperations(StoreCore):
             return outcome
         batch = _Batch()
         get = batch_get(batch, self._kv.get)
-        locked: dict[str, bool] = {}
-        candidates: dict[str, list[int]] = {}  # group -> offsets, groups in first-seen order
-        groups = self._fifo_groups.setdefault(pk, {})
-        if len(groups) > _FIFO_GROUP_CACHE:
-            groups.clear()  # a bound, not an eviction policy: it refills as receives scan
-        # Visible messages are looked at a page at a time, pages doubling from twice the number
-        # wanted (small first: an unread message's group costs a read), and a page is read to
-        # its end even when enough were found: the first free group then gives all it has in
-        # the page, not only what came before the others.
-        found = 0
-        page = page_end = max(16, 2 * max_messages)
-        for scanned, offset in enumerate(islice(vis.ready_in_order(), scan_limit), 1):
-            group = groups.get(offset)
-            if group is None:
-                group = groups[offset] = self._message(pk, offset).message_group_id or ""
-            if group not in locked:
-                locked[group] = group_locked(pk, group, now_ms, get)
-            if not locked[group]:
-                candidates.setdefault(group, []).append(offset)
-                found += 1
-            if scanned == page_end:
-                if found >= max_messages:
-                    break
-                page = min(2 * page, 1024)
-                page_end += page
+        runs = self._group_runs(pk, vis, now_ms, max_messages, scan_limit, get)
         taken: dict[str, list[int]] = {}
-        for group, offsets in candidates.items():
-            for offset in offsets:
+        for run in fifo_groups.serving_order(runs.values()):
+            for offset in run.offsets:
                 if len(outcome.delivered) + len(outcome.dead_letter) >= max_messages:
                     break
                 message = self._message(pk, offset)
@@ -312,26 +316,79 @@ class FifoOperations(StoreCore):
                     held = fact.with_visible_at(now_ms + hold_ms)
                     self._replace_fact(pk, st, offset, held, batch)
                     outcome.delivered.append(Delivery(offset, held, message))
-                    taken.setdefault(group, []).append(offset)
+                    taken.setdefault(run.group, []).append(offset)
                     continue
                 if state.exceeds_max_receives(fact, max_receive_count):
                     held = fact.with_visible_at(now_ms + dead_letter_hold_ms)
                     self._replace_fact(pk, st, offset, held, batch)
                     outcome.dead_letter.append(Delivery(offset, held, message))
-                    taken.setdefault(group, []).append(offset)
+                    taken.setdefault(run.group, []).append(offset)
                     break  # the rest of the group waits for the move
                 leased = state.receive(fact, now_ms, visibility_ms)
                 self._replace_fact(pk, st, offset, leased, batch)
                 outcome.delivered.append(Delivery(offset, leased, message))
                 self._received_ids.remember((pk.prefix, offset), (message.message_id, fact.sent_ms))
-                taken.setdefault(group, []).append(offset)
-        for group in candidates:
+                taken.setdefault(run.group, []).append(offset)
+        for group, run in runs.items():
+            still = run.hidden
             if group in taken:
-                batch.put(group_key(pk.prefix, group), encode_group_lock(taken[group]))
-            elif get(group_key(pk.prefix, group)) is not None:
-                batch.delete(group_key(pk.prefix, group))  # a released lock
+                lock = sorted({*still, *taken[group]})
+                batch.put(group_key(pk.prefix, group), encode_group_lock(lock))
+            elif not still and get(group_key(pk.prefix, group)) is not None:
+                batch.delete(group_key(pk.prefix, group))  # nothing of it out of sight
         self._commit(pk, st, batch)
         return outcome
+
+    def _group_runs(
+        self,
+        pk: PartitionKey,
+        vis: PartitionVisibility,
+        now_ms: int,
+        max_messages: int,
+        scan_limit: int,
+        get: Get,
+    ) -> dict[str, GroupRun]:
+        """The groups met among the visible messages, read in log order, with what each may
+        give: pages doubling from twice the number wanted (small first: an unread message's
+        group costs a read), each read to its end, until the settled groups fill the receive
+        (`fifo_groups.py`; within `ORDER_WINDOW` messages) or the scan ends."""
+        groups = self._fifo_groups.setdefault(pk, {})
+        if len(groups) > _FIFO_GROUP_CACHE:
+            groups.clear()  # a bound, not an eviction policy: it refills as receives scan
+        runs: dict[str, GroupRun] = {}
+        found = 0
+        last_new: int | None = None  # the last never-received message read: the frontier
+        page = page_end = max(16, 2 * max_messages)
+        for scanned, offset in enumerate(islice(vis.ready_in_order(), scan_limit), 1):
+            group = groups.get(offset)
+            if group is None:
+                group = groups[offset] = self._message(pk, offset).message_group_id or ""
+            run = runs.get(group)
+            if run is None:
+                run = runs[group] = GroupRun(group, hidden_offsets(pk, group, now_ms, get))
+                if not fifo_groups.head_hidden(run.hidden_from, offset):
+                    found += run.offer(offset, self._require_fact(pk, offset))
+            elif run.available:
+                found += run.offer(offset)
+            if not vis.was_received(offset):
+                last_new = offset
+            if scanned == page_end:
+                if found >= max_messages and (
+                    scanned >= fifo_groups.ORDER_WINDOW
+                    or fifo_groups.settled_count(runs.values(), self._frontier(pk, last_new))
+                    >= max_messages
+                ):
+                    break
+                page = min(2 * page, 1024)
+                page_end += page
+                if scanned < fifo_groups.ORDER_WINDOW < page_end:
+                    page_end = fifo_groups.ORDER_WINDOW  # a page ends where the window does
+        return runs
+
+    def _frontier(self, pk: PartitionKey, offset: int | None) -> fifo_groups.AvailableSince | None:
+        if offset is None:
+            return None
+        return fifo_groups.available_since(offset, self._require_fact(pk, offset))
 
     def receive_fair(
         self,

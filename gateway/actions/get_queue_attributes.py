@@ -43,6 +43,10 @@ async def handle(req: GetQueueAttributesRequest, ctx: RequestContext) -> Result:
         # reuse period (default 300 s) and SqsManagedSseEnabled false, as SQS does.
         values["SqsManagedSseEnabled"] = "false"
         values.setdefault("KmsDataKeyReusePeriodSeconds", "300")
+    elif values.get("KmsDataKeyReusePeriodSeconds") == "300":
+        # Set to its default on a queue without a KMS key, it is not listed: AWS lists none
+        # then (KQS issue 54's comparison with AWS; LocalStack's DELETE_IF_DEFAULT agrees)
+        del values["KmsDataKeyReusePeriodSeconds"]
     # Unset optional attributes (Policy, RedrivePolicy, ...) are left out, as in SQS.
     if not ctx.owns(record) and not ctx.is_admin:
         values.pop("Policy", None)  # only the queue's owner sees its policy

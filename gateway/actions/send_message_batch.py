@@ -2,7 +2,9 @@
 
 On a standard queue the entries are produced together (`MessageService.send_many`): one
 produce request, one lease-store write when their reports arrive, no task per entry. A FIFO
-queue's entries go one by one through the FIFO send (deduplication, group order).
+queue's entries go one by one through the FIFO send (deduplication, group order), once every
+entry was found to name its group and, unless the queue has content-based deduplication, a
+deduplication id: one that does not fails the whole call, as in SQS.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from gateway.actions.params import Params
 from gateway.actions.send_message import SendMessageRequest
 from gateway.common import limits
 from gateway.common.errors import BatchRequestTooLong
+from gateway.sqs.fifo import check_fifo_batch
 from gateway.sqs.queues import is_fifo
 from lease_store.records import StoredMessage
 
@@ -54,7 +57,16 @@ def decode(p: Params) -> BatchRequest[SendMessageRequest]:
 
 
 async def handle(req: BatchRequest[SendMessageRequest], ctx: RequestContext) -> Result:
-    if is_fifo(ctx.queue(req.queue_url)):
+    record = ctx.queue(req.queue_url)
+    if is_fifo(record):
+        check_fifo_batch(
+            record,
+            [
+                (e.request.message_group_id, e.request.message_deduplication_id)
+                for e in req.entries
+                if e.request is not None
+            ],
+        )
         return await run_batch(req, ctx, send_message.handle)
     return await run_batch_together(req, ctx, _send_all)
 

@@ -27,6 +27,7 @@ from gateway.cli.analytics import add_analytics_subcommand
 from gateway.cli.dashboard import add_dashboard_subcommand
 from gateway.cli.inspect import add_inspect_subcommand
 from gateway.cli.replay import add_replay_subcommands
+from gateway.cluster.group_check import SHARED_CLUSTER_EXIT, SharedCluster
 from gateway.cluster.hand_over import retire_worker_copies
 from gateway.cluster.workers import cpu_count, die_with_supervisor, run_workers, worker_index
 from gateway.common.config import Settings, kafka_client_properties, use_kafka_client_properties
@@ -366,7 +367,12 @@ def serve(args: argparse.Namespace) -> int:
         if workers > 1:
             return run_workers(settings, workers, receipt_secret(settings), _worker_args(args))
         collector.tune_for_serving()
-        _run(_run_gateway(settings, directory, args.pool_worker))
+        try:
+            _run(_run_gateway(settings, directory, args.pool_worker))
+        except SharedCluster as error:
+            log.error("refusing to start", extra={"reason": str(error)})
+            sys.stderr.write(f"kqs: {error}\n")
+            return SHARED_CLUSTER_EXIT
         _free_gateway()
     return 0
 

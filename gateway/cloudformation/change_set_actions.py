@@ -149,6 +149,14 @@ async def execute_change_set(params: dict[str, Any], ctx: CfnContext) -> Result:
 
 
 async def delete_change_set(params: dict[str, Any], ctx: CfnContext) -> Result:
+    name = requests.required(params, "ChangeSetName")
+    stack_name = requests.text(params, "StackName")
+    if not name.startswith("arn:") and stack_name:
+        stack = ctx.store.find(ctx.region, ctx.account_id, stack_name)
+        if stack is not None and all(c.name != name for c in stack.change_sets.values()):
+            # AWS: "successful as long as the stack exists (even if the change set does
+            # not)", which the CDK relies on before each deploy (cleanupOldChangeset).
+            return {}
     stack, change_set = _find(params, ctx)
     async with ctx.store.lock(ctx.region, ctx.account_id, stack.name):
         stack, change_set = _find({**params, "ChangeSetName": change_set.change_set_id}, ctx)

@@ -8,6 +8,7 @@ resource's failure, with SQS's own message.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,8 @@ from gateway.actions.context import RequestContext
 from gateway.actions.params import Params
 from gateway.cloudformation.errors import ResourceFailed
 from gateway.common.errors import QueueDoesNotExist, SqsError
+
+log = logging.getLogger("kqs.cloudformation")
 
 # (SQS action name, its parameters in the JSON shape): raises the SQS error that refuses it.
 Authorize = Callable[[str, dict[str, Any]], None]
@@ -59,6 +62,13 @@ class SqsCalls:
             raise ResourceFailed(
                 f'Resource handler returned message: "{error.message_for(query=False)}" '
                 f"(HandlerErrorCode: {_handler_code(error)})"
+            ) from error
+        except Exception as error:
+            # Whatever else goes wrong (Kafka unavailable, a fault of KQS) fails the
+            # resource, so the operation rolls back instead of leaving the stack in progress.
+            log.exception("stack resource request failed", extra={"action": action.name})
+            raise ResourceFailed(
+                f"Internal failure ({type(error).__name__}); the request can be retried"
             ) from error
 
     async def create_queue(

@@ -12,6 +12,7 @@ from gateway.cloudformation.context import CfnContext
 from gateway.cloudformation.engine import Engine
 from gateway.cloudformation.errors import AlreadyExists, ValidationError
 from gateway.cloudformation.records import Stack
+from gateway.cloudformation.recovery import abandoned, settle
 from gateway.cloudformation.scope import stack_scope
 from gateway.cloudformation.template import Template, parse
 
@@ -124,7 +125,9 @@ async def delete_stack(params: dict[str, Any], ctx: CfnContext) -> Result:
             raise ValidationError(
                 f"Stack [{stack.name}] cannot be deleted while TerminationProtection is enabled"
             )
-        if stack.status.endswith("_IN_PROGRESS") and stack.status != "REVIEW_IN_PROGRESS":
+        if abandoned(stack, ctx.now_ms()):
+            settle(stack, ctx.now_ms())  # its gateway stopped mid-way: delete what it made
+        elif stack.status.endswith("_IN_PROGRESS") and stack.status != "REVIEW_IN_PROGRESS":
             raise ValidationError(
                 f"Stack [{stack.name}] is in {stack.status} state and can not be deleted now."
             )

@@ -100,6 +100,10 @@ class StackStore:
         ]
         return sorted(stacks, key=lambda s: s.created_ms, reverse=True)
 
+    def everywhere(self) -> list[Stack]:
+        """Every stack of every account and region."""
+        return [s.copy() for s in self._stacks.values()]
+
     def exports(self, region: str, account_id: str) -> dict[str, tuple[str, str]]:
         """Export name -> (exporting stack id, value), over the live stacks."""
         out: dict[str, tuple[str, str]] = {}

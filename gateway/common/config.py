@@ -71,6 +71,12 @@ class Settings:
     partition_ownership: str = field(
         default_factory=lambda: os.environ.get("KQS_PARTITION_OWNERSHIP", "all")
     )
+    # What a gateway does on meeting other gateways it cannot share the cluster with
+    # (gateway/cluster/group_check.py): "refuse" to start, or "warn" and serve beside them
+    # (independent single gateways on one cluster, each with queues of its own).
+    shared_cluster: str = field(
+        default_factory=lambda: os.environ.get("KQS_SHARED_CLUSTER", "refuse")
+    )
     # Group mode: the URL other gateways reach this one at (default http://<host>:<port>).
     advertised_url: str = field(default_factory=lambda: os.environ.get("KQS_ADVERTISED_URL", ""))
     # How late a record another producer wrote may become receivable (topology/ingest.py).

@@ -25,6 +25,10 @@ _LISTS = {
     "BinaryListValue": "BinaryListValues",
     "Status": "Statuses",  # PeekMessages (KQS's own)
 }
+# Lists named by their JSON member and numbered (`MessageSystemAttributeNames.1=All`), as
+# clients generated from the current API model send them: ReceiveMessage's
+# MessageSystemAttributeNames (2024) never had a flattened `...Name.N` form in AWS's models.
+_NUMBERED_LISTS = frozenset(_LISTS.values())
 # Query member name -> (JSON member name, key field, value field), for flattened maps.
 _MAPS = {
     "Attribute": ("Attributes", "Name", "Value"),
@@ -129,6 +133,8 @@ def _convert(node: dict[str, Any]) -> dict[str, Any]:
     for key, value in node.items():
         if key in _LISTS and isinstance(value, dict):
             out[_LISTS[key]] = _ordered(value)
+        elif key in _NUMBERED_LISTS and isinstance(value, dict) and all(map(str.isdigit, value)):
+            out[key] = _ordered(value)
         elif key in _MAPS and isinstance(value, dict):
             name, key_field, value_field = _MAPS[key]
             mapping: dict[str, Any] = {}

@@ -95,9 +95,10 @@ def add_permission(
 
 def remove_permission(policy_text: str | None, label: str) -> str:
     """The queue's new Policy text without `label` ("" when no statement is left)."""
+    # AWS's text, as LocalStack recorded it against AWS (test_sqs_permission_lifecycle);
+    # moto's "... can't find label on existing policy." is not what AWS answers.
     missing = InvalidParameterValue(
-        f"Value {label} for parameter Label is invalid. Reason: can't find label on existing "
-        "policy."
+        f"Value {label} for parameter Label is invalid. Reason: can't find label."
     )
     if not policy_text:
         raise missing

@@ -162,6 +162,12 @@ def validate_settable(attributes: dict[str, str], fifo: bool = False) -> dict[st
         validator = _VALIDATORS.get(name) or _FIFO_VALIDATORS.get(name)
         if validator is None:
             raise InvalidAttributeName(f"Unknown Attribute {name}.")
+        if validator is _true and value.lower() == "false":
+            # A FIFO queue stays one (the text is AWS's, as LocalStack and YDB's SQS answer it)
+            raise InvalidAttributeValue(
+                "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is "
+                "not supported."
+            )
         if not validator(value):
             raise InvalidAttributeValue(f"Invalid value for the parameter {name}.")
         if validator is _boolean or validator is _true:

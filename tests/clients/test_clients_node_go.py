@@ -3,7 +3,10 @@
 * tests/clients/node/roundtrip.cjs: `@aws-sdk/client-sqs` v3 (send with String/Number/Binary
   attributes, receive, delete, batch send) and `sqs-consumer` draining the batch;
 * tests/clients/go: the AWS SDK for Go v2 `service/sqs` (the same round trip, batch receive and
-  DeleteMessageBatch).
+  DeleteMessageBatch);
+* tests/clients/node/fifo.cjs and tests/clients/go/fifo.go: one FIFO flow in both (group order,
+  deduplication, a batch, a batch refused whole, a group available again once one message's
+  visibility ended).
 
 Each program prints what it observed as JSON; the assertions are here, and the queue is then
 checked independently with boto3. Dependencies are installed once into the KQS cache
@@ -106,4 +109,54 @@ def test_go_sdk_v2(gateway: GatewayProcess) -> None:
     assert result["batch_index_by_body"] == {f"batch-{i}": str(i) for i in range(10)}
     assert (result["batch_deleted"], result["batch_delete_failed"]) == (10, 0)
     assert result["final_counts"] == EMPTY
+    assert_empty(gateway, result["queue_url"])
+
+
+# -- FIFO queues ----------------------------------------------------------------------------------
+
+
+def check_fifo_flow(result: dict[str, Any]) -> None:
+    """What tests/clients/node/fifo.cjs and tests/clients/go/fifo.go observed (the same flow)."""
+    sent = result["sent"]
+    # sequence numbers grow within a group; a repeated deduplication id answers the original
+    assert int(sent["g1-m1"]["sequence"]) < int(sent["g1-m2"]["sequence"])
+    assert result["duplicate"] == sent["g1-m1"]["id"]
+    assert (result["batch_sent"], result["batch_failed"]) == ([["e0", True], ["e1", True]], 0)
+    # a batch with an entry without MessageGroupId fails whole, as AWS answers it
+    assert result["refused_batch"] == {
+        "name": "InvalidParameterValue",
+        "message": "The request must contain the parameter MessageGroupId.",
+    }
+    # groups in the order they became available, each whole, in order, with its attributes
+    first = result["first_receive"]
+    assert [m["body"] for m in first] == ["g1-m1", "g1-m2", "g2-m1", "g2-m2", "g3-m1"]
+    assert all(m["group"] == m["body"][:2] and m["deduplication_id"] == m["body"] for m in first)
+    assert first[0]["sequence"] == sent["g1-m1"]["sequence"]
+    assert result["while_in_flight"] == []
+    # g1-m1's visibility ended: it comes again, g1-m2 (still in flight) does not
+    assert result["after_visibility_ended"] == ["g1-m1"]
+    assert result["final_counts"] == EMPTY
+
+
+def test_node_sdk_v3_fifo_queue(gateway: GatewayProcess) -> None:
+    tools = require_tool("node", "npm")
+    modules = node_modules()
+    result = run_json(
+        [
+            tools["node"],
+            str(CLIENTS / "node" / "fifo.cjs"),
+            gateway.endpoint,
+            f"node-fifo-{uuid.uuid4().hex[:10]}",
+        ],
+        env={"NODE_PATH": str(modules)},
+    )
+    check_fifo_flow(result)
+    assert_empty(gateway, result["queue_url"])
+
+
+def test_go_sdk_v2_fifo_queue(gateway: GatewayProcess) -> None:
+    require_tool("go")
+    binary = go_binary()
+    result = run_json([str(binary), gateway.endpoint, f"go-fifo-{uuid.uuid4().hex[:10]}", "fifo"])
+    check_fifo_flow(result)
     assert_empty(gateway, result["queue_url"])

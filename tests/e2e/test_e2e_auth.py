@@ -628,7 +628,7 @@ def test_add_and_remove_permission_errors(client: Client) -> None:
     assert failure(lambda: alice.remove_permission(QueueUrl=url, Label="nope")) == (
         "InvalidParameterValue",
         400,
-        "Value nope for parameter Label is invalid. Reason: can't find label on existing policy.",
+        "Value nope for parameter Label is invalid. Reason: can't find label.",
     )
 
 

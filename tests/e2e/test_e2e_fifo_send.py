@@ -196,12 +196,13 @@ def test_standard_queue_refuses_a_deduplication_id(sqs: Any, new_queue: NewQueue
 
 def test_send_batch_to_fifo_queue_answers_each_entry(sqs: Any) -> None:
     # Given a FIFO queue and a batch: two new messages, a repeat of the first, one refused
+    # (an entry without a group would fail the whole batch: test_e2e_fifo_attributes.py)
     url = new_fifo_queue(sqs)
     entries = [
         {"Id": "a", "MessageBody": "a", "MessageGroupId": "g", "MessageDeduplicationId": "da"},
         {"Id": "b", "MessageBody": "b", "MessageGroupId": "g", "MessageDeduplicationId": "db"},
         {"Id": "a2", "MessageBody": "a", "MessageGroupId": "g", "MessageDeduplicationId": "da"},
-        {"Id": "bad", "MessageBody": "c", "MessageDeduplicationId": "dc"},
+        {"Id": "bad", "MessageBody": "c", "MessageGroupId": "g g", "MessageDeduplicationId": "dc"},
     ]
     # When sent
     response = sqs.send_message_batch(QueueUrl=url, Entries=entries)
@@ -213,10 +214,13 @@ def test_send_batch_to_fifo_queue_answers_each_entry(sqs: Any) -> None:
     [failed] = response["Failed"]
     assert (failed["Id"], failed["Code"], failed["SenderFault"]) == (
         "bad",
-        "MissingParameter",
+        "InvalidParameterValue",
         True,
     )
-    assert failed["Message"] == "The request must contain the parameter MessageGroupId."
+    assert failed["Message"] == (
+        "Value g g for parameter MessageGroupId is invalid. Reason: MessageGroupId can only "
+        "include alphanumeric and punctuation characters. 1 to 128 in length."
+    )
     # and the queue holds the two messages, in batch order
     messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in messages] == ["a", "b"]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
+from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
+from tests.support.clients_support import _build_once, _hash, _run, _tool, cache_dir
 from tests.support.harness import CREDENTIALS, REGION
 
 _CONFIG = Config(retries={"max_attempts": 1}, read_timeout=120)
@@ -109,3 +113,44 @@ Outputs:
   Names:
     Value: !Join [",", [!GetAtt Orders.QueueName, !Select [0, !Split ["|", "a|b"]]]]
 """
+
+
+# -- the CDK app (tests/e2e/cloudformation/cdk/) ----------------------------------------------
+
+CDK_APP = Path(__file__).resolve().parents[1] / "e2e" / "cloudformation" / "cdk"
+
+
+def cdk_node_modules() -> Path:
+    """`npm ci` of the CDK app's lock file (aws-cdk, aws-cdk-lib, constructs), once per lock
+    hash, into the KQS cache; its node_modules. As the Node client libraries are built
+    (`clients_support.node_modules`), so CI on a fresh machine installs it itself."""
+    manifests = [CDK_APP / "package.json", CDK_APP / "package-lock.json"]
+    home = cache_dir() / f"cdk-app-{_hash(manifests)}"
+
+    def build(scratch: Path) -> None:
+        for manifest in manifests:
+            shutil.copy2(manifest, scratch / manifest.name)
+        _run(
+            [_tool("npm"), "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            scratch,
+            home.parent / f"{home.name}-build.log",
+        )
+
+    return _build_once(home, build) / "node_modules"
+
+
+def cdk_env(endpoint: str) -> dict[str, str]:
+    """The environment of a `cdk` run against a gateway: its endpoint for every AWS service
+    (the SDK's AWS_ENDPOINT_URL), the test credentials, and nothing fetched from the internet."""
+    return {
+        **os.environ,
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": CREDENTIALS["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": CREDENTIALS["aws_secret_access_key"],
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "CDK_DISABLE_VERSION_CHECK": "1",
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+    }

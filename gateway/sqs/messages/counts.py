@@ -19,6 +19,7 @@ from gateway.common.results import QueueGaugeParts
 from gateway.sqs.messages.send import Sending
 from gateway.sqs.queues import (
     attribute_int,
+    is_fifo,
 )
 from lease_store.keys import PartitionKey
 from lease_store.types import Counts
@@ -183,10 +184,13 @@ class Counting(Sending):
         keys = partition_keys(record)
         dropped = 0
         with self._changes() as changes:  # the purge watermarks, awaited
+            fifo = is_fifo(record)
             for partition in self.served_here(record, list(ends)):
                 dropped += self._leases.purge(
                     keys[partition], ends[partition], self._clock.now_ms()
                 )
+                if fifo:  # PurgeQueue clears the deduplication window too, as in SQS
+                    self._leases.forget_deduplication(keys[partition], ends[partition])
         await changes.confirmed()
         return dropped
 

@@ -1,5 +1,6 @@
 // The AWS SDK for Go v2 (service/sqs) against a KQS gateway (tests/clients/test_clients_node_go.py).
-// Usage: sqs-roundtrip <endpoint> <queue name>; prints one JSON object of observations.
+// Usage: sqs-roundtrip <endpoint> <queue name> [fifo]; prints one JSON object of observations
+// (with `fifo`, the FIFO scenario of fifo.go).
 package main
 
 import (
@@ -164,7 +165,11 @@ func run(ctx context.Context, endpoint, queueName string) (map[string]any, error
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := run(ctx, os.Args[1], os.Args[2])
+	scenario := run
+	if len(os.Args) > 3 && os.Args[3] == "fifo" {
+		scenario = runFifo
+	}
+	out, err := scenario(ctx, os.Args[1], os.Args[2])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

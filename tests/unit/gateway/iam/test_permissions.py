@@ -96,7 +96,7 @@ def test_a_label_is_used_once() -> None:
 
 
 def test_removing_an_unknown_label_is_invalid() -> None:
-    with pytest.raises(InvalidParameterValue, match="can't find label on existing policy"):
+    with pytest.raises(InvalidParameterValue, match=r"Reason: can't find label\.$"):
         remove_permission(None, "nope")
     text = add_permission(None, QUEUE, "a", ["111122223333"], ["SendMessage"])
     with pytest.raises(InvalidParameterValue, match="Value b for parameter Label"):
