@@ -42,6 +42,7 @@ from gateway.observability.backlog import commit_backlog_offsets
 from gateway.observability.events import KafkaEventSink
 from gateway.observability.gauges import publish_gauges
 from gateway.observability.metrics import QueueGauge, Snapshot
+from gateway.sqs.encryption import build_encryption
 from gateway.sqs.expiry import expire_messages
 from gateway.sqs.fifo import FifoService
 from gateway.sqs.messages.service import MessageService
@@ -249,6 +250,12 @@ async def _start(
         )
         group_ref.append(group)
     forwarder = Forwarder(secret, peer_client_context(settings.tls_cert) if settings.tls else None)
+    encryption = build_encryption(settings.master_key_file, clock)
+    if not encryption.available:
+        log.warning(
+            "no master key (KQS_MASTER_KEY_FILE): messages are stored in clear text and "
+            "queues report SqsManagedSseEnabled false"
+        )
     messages = MessageService(
         clock,
         producer,
@@ -261,6 +268,7 @@ async def _start(
         events=sink,
         ownership=group,
         forwarder=forwarder,
+        encryption=encryption,
     )
     # Beside the message service, which it sends and receives through.
     fifo = FifoService(messages, leases, clock)

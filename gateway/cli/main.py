@@ -41,8 +41,12 @@ from topology.embedded.broker import DEFAULT_HEAP, EmbeddedBroker
 from topology.embedded.broker_cli import add_kafka_subcommands
 from topology.embedded.broker_config import log_dir
 from topology.embedded.errors import BrokerError
+from topology.encryption.keys import create_master_key_file
 
 log = logging.getLogger("kqs.serve")
+
+# The master key `kqs serve` makes in its data directory (`_with_own_master_key`).
+MASTER_KEY_FILE = "master.key"
 
 # How long a shutdown waits for the requests being handled (sends waiting for Kafka's
 # acknowledgement: at most the producer's 15 s delivery timeout).
@@ -92,6 +96,12 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         "--iam-config",
         default=defaults.iam_config,
         help="TOML file of accounts, users, groups and policies (KQS_IAM_CONFIG)",
+    )
+    serve.add_argument(
+        "--master-key-file",
+        default=defaults.master_key_file,
+        help="master key of encryption at rest (KQS_MASTER_KEY_FILE; default with the embedded "
+        "broker: <data-dir>/master.key, made on first start)",
     )
     serve.add_argument(
         "--workers",
@@ -320,6 +330,7 @@ def serve(args: argparse.Namespace) -> int:
         iam_config=args.iam_config,
         accept_any_access_key=args.accept_any_access_key,
         log_format=args.log_format,
+        master_key_file=args.master_key_file,
     )
     if args.pool_worker:
         logs.configure(settings.log_format, context={"worker": worker_index()})
@@ -360,6 +371,7 @@ def serve(args: argparse.Namespace) -> int:
                 )
             )
             settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
+            settings = _with_own_master_key(settings)
             if settings.topic_fsync and settings.segment_sync_dir is None:
                 # Same machine, same file system: the gateway syncs the queue topics' segments
                 # itself, cheaper than the broker's flush (topology/segment_sync.py).
@@ -375,6 +387,18 @@ def serve(args: argparse.Namespace) -> int:
             return SHARED_CLUSTER_EXIT
         _free_gateway()
     return 0
+
+
+def _with_own_master_key(settings: Settings) -> Settings:
+    """With the embedded broker and no master key given: the data directory's own, made on
+    first start, so that queues are encrypted as they say (gateway/sqs/encryption.py). Against
+    a cluster KQS makes none: every gateway of a deployment needs the same key."""
+    if settings.master_key_file:
+        return settings
+    path = settings.data_dir / MASTER_KEY_FILE
+    if create_master_key_file(path):
+        log.info("master key made for encryption at rest; keep a copy", extra={"path": str(path)})
+    return replace(settings, master_key_file=str(path))
 
 
 def _free_gateway() -> None:

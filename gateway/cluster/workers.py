@@ -132,6 +132,8 @@ def _worker(settings: Settings, index: int, secret: bytes, worker_args: list[str
             if settings.segment_sync_dir
             else {}
         ),
+        # One master key for all: each opens what the others sealed.
+        **({"KQS_MASTER_KEY_FILE": settings.master_key_file} if settings.master_key_file else {}),
     }
     return _Worker(index, command, env)
 

@@ -128,6 +128,9 @@ class Settings:
     events_buffer_messages: int = field(
         default_factory=lambda: _env_int("KQS_EVENTS_BUFFER_MESSAGES", 100_000)
     )
+    # Encryption at rest (gateway/sqs/encryption.py): the master key file. Empty: `kqs serve`
+    # with its embedded broker makes <data_dir>/master.key; against a cluster, no encryption.
+    master_key_file: str = field(default_factory=lambda: os.environ.get("KQS_MASTER_KEY_FILE", ""))
     # How often a running message replay task writes its checkpoint (gateway/sqs/replay/).
     replay_checkpoint_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_REPLAY_CHECKPOINT_S", "1"))

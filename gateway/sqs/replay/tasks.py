@@ -588,7 +588,8 @@ class ReplayTasks:
     def _replayed(
         self, task: ReplayTask, destination: QueueRecord, logged: LoggedMessage
     ) -> StoredMessage:
-        original = logged.message
+        # In clear: the send seals it again if the destination is encrypted.
+        original = self._messages.encryption.open(logged.message)
         earlier = ReplayOrigin.decode(original.replay_of)  # a replay of a replay: the first
         origin = ReplayOrigin(
             task_id=task.task_id,

@@ -20,8 +20,8 @@ import pytest
 from tests.support.harness import GatewayProcess, free_port
 from tests.support.queues_at_once import use_queues_at_once
 
-QUEUES = int(os.environ.get("KQS_AT_ONCE_QUEUES", "12"))
-MESSAGES = int(os.environ.get("KQS_AT_ONCE_MESSAGES", "20"))
+QUEUES = int(os.environ.get("KQS_AT_ONCE_QUEUES", "8"))
+MESSAGES = int(os.environ.get("KQS_AT_ONCE_MESSAGES", "10"))
 PARTITIONS = 4
 
 

@@ -30,7 +30,7 @@ from topology.names import INGEST_GROUP
 WARNING = "other KQS gateways serve this Kafka cluster"
 # The run: 24 queues of 40 messages (KQS_AT_ONCE_QUEUES, KQS_AT_ONCE_MESSAGES).
 QUEUES = int(os.environ.get("KQS_AT_ONCE_QUEUES", "8"))
-MESSAGES = int(os.environ.get("KQS_AT_ONCE_MESSAGES", "20"))
+MESSAGES = int(os.environ.get("KQS_AT_ONCE_MESSAGES", "10"))
 REFUSE = {"KQS_SHARED_CLUSTER": "refuse", "KQS_LOG_FORMAT": "json"}
 
 
