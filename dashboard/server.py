@@ -5,6 +5,7 @@
     GET /api/summary   the model as JSON (`DashboardModel.summary` plus the feed's status);
                        `?limit=N&q=text`: the N busiest queues whose names contain text
     GET /health        200 once serving
+    /messages, /api/messages, /api/replay: the message list (dashboard/messages.py)
 
 Two ways to run it: `run_dashboard(bootstrap, host, port)` blocks until SIGINT or SIGTERM
 (`kqs dashboard`); `DashboardServer(bootstrap, host, port)` runs it on a thread of its own
@@ -23,6 +24,7 @@ from types import TracebackType
 from aiohttp import web
 
 from dashboard.feed import DEFAULT_TOPICS, Feed, Topics
+from dashboard.messages import GatewayClient, add_message_routes
 
 log = logging.getLogger("kqs.dashboard")
 
@@ -54,9 +56,11 @@ async def _health(request: web.Request) -> web.Response:
     return web.Response(text="OK")
 
 
-def build_dashboard_app(feed: Feed) -> web.Application:
-    """The aiohttp app over a feed; the caller starts and stops the feed."""
+def build_dashboard_app(feed: Feed, gateway: GatewayClient | None = None) -> web.Application:
+    """The aiohttp app over a feed (and a gateway, for the message list); the caller starts
+    and stops the feed."""
     app = web.Application()
+    add_message_routes(app, gateway)
     app[FEED_KEY] = feed
     app.router.add_get("/", _index)
     app.router.add_get("/api/summary", _summary)
@@ -77,8 +81,10 @@ async def _start_site(app: web.Application, host: str, port: int) -> tuple[web.A
     return runner, url
 
 
-async def _serve_until_signal(feed: Feed, host: str, port: int) -> None:
-    runner, _ = await _start_site(build_dashboard_app(feed), host, port)
+async def _serve_until_signal(
+    feed: Feed, host: str, port: int, gateway: GatewayClient | None
+) -> None:
+    runner, _ = await _start_site(build_dashboard_app(feed, gateway), host, port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -89,12 +95,17 @@ async def _serve_until_signal(feed: Feed, host: str, port: int) -> None:
         await runner.cleanup()
 
 
-def run_dashboard(bootstrap: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> int:
+def run_dashboard(
+    bootstrap: str,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    gateway: GatewayClient | None = None,
+) -> int:
     """Serve the dashboard of the cluster at `bootstrap` until SIGINT or SIGTERM; returns 0."""
     feed = Feed(bootstrap)
     feed.start()
     try:
-        asyncio.run(_serve_until_signal(feed, host, port))
+        asyncio.run(_serve_until_signal(feed, host, port, gateway))
     finally:
         feed.stop()
     return 0
@@ -113,8 +124,10 @@ class DashboardServer:
         host: str = "127.0.0.1",
         port: int = DEFAULT_PORT,
         topics: Topics = DEFAULT_TOPICS,
+        gateway: GatewayClient | None = None,
     ) -> None:
         self.feed = Feed(bootstrap, topics)
+        self._gateway = gateway
         self._host = host
         self._port = port
         self.url = ""
@@ -160,7 +173,7 @@ class DashboardServer:
         self._stop = asyncio.Event()
         try:
             runner, self.url = await _start_site(
-                build_dashboard_app(self.feed), self._host, self._port
+                build_dashboard_app(self.feed, self._gateway), self._host, self._port
             )
         except OSError as exc:
             self._failure = exc

@@ -19,7 +19,7 @@ from gateway.actions.runtime import Runtime
 from gateway.cloudformation.recovery import settle_abandoned
 from gateway.cloudformation.store import StackStore
 from gateway.cluster.forwarding import Forwarder
-from gateway.cluster.group_check import warn_if_group_gateways
+from gateway.cluster.group_check import JOIN_WAIT_S, check_alone
 from gateway.cluster.ownership import GroupOwnership
 from gateway.common import limits
 from gateway.common.config import Settings
@@ -42,6 +42,7 @@ from gateway.observability.backlog import commit_backlog_offsets
 from gateway.observability.events import KafkaEventSink
 from gateway.observability.gauges import publish_gauges
 from gateway.observability.metrics import QueueGauge, Snapshot
+from gateway.sqs.encryption import build_encryption
 from gateway.sqs.expiry import expire_messages
 from gateway.sqs.fifo import FifoService
 from gateway.sqs.messages.service import MessageService
@@ -53,6 +54,7 @@ from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import Clock, SystemClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.store import LeaseStore
+from topology.admin import TopicAdmin
 from topology.catalog import QueueRecord, partition_keys
 from topology.changelog import LeaseChangelog
 from topology.events import EventPublisher, ensure_events_topic
@@ -60,6 +62,7 @@ from topology.follower_producer import FollowerProducer
 from topology.ingest import Ingest
 from topology.names import CATALOG_TOPIC, REGION_PATTERN, REPLAY_TASKS_TOPIC
 from topology.owners import Owner, OwnersDirectory
+from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer
 from topology.stack_log import StackLog
 from topology.topic_tail import TopicTail
@@ -105,6 +108,7 @@ class _Parts:
     replay_tasks: ReplayTasks | None = None
     replay_tasks_tail: TopicTail | None = None
     stacks_tail: TopicTail | None = None  # __kqs_stacks (gateway/cloudformation/store.py)
+    presence: GatewayPresence | None = None  # the kqs-gateways group (topology/presence.py)
 
     def snapshot(self, messages: MessageService, registry: QueueRegistry) -> Snapshot:
         """What `/metrics` reads besides the request metrics, now."""
@@ -178,6 +182,7 @@ async def _start(
     admin = kafka.admin(bootstrap, settings.topic_fsync)
     catalog = kafka.catalog(admin, producer)
     await catalog.ensure_topic()
+    presence = await _join_presence(settings, kafka, admin)
     catalog_state = await loop.run_in_executor(None, catalog.snapshot, settings.region)
     records = catalog_state.records
     await admin.ensure_durable(
@@ -244,13 +249,13 @@ async def _start(
             on_served=on_served,
         )
         group_ref.append(group)
-    elif settings.partition_ownership == "all":
-        await warn_if_group_gateways(admin)
-    else:
-        raise ValueError(
-            f"KQS_PARTITION_OWNERSHIP {settings.partition_ownership!r} is not 'all' or 'group'"
-        )
     forwarder = Forwarder(secret, peer_client_context(settings.tls_cert) if settings.tls else None)
+    encryption = build_encryption(settings.master_key_file, clock)
+    if not encryption.available:
+        log.warning(
+            "no master key (KQS_MASTER_KEY_FILE): messages are stored in clear text and "
+            "queues report SqsManagedSseEnabled false"
+        )
     messages = MessageService(
         clock,
         producer,
@@ -263,6 +268,7 @@ async def _start(
         events=sink,
         ownership=group,
         forwarder=forwarder,
+        encryption=encryption,
     )
     # Beside the message service, which it sends and receives through.
     fifo = FifoService(messages, leases, clock)
@@ -376,6 +382,7 @@ async def _start(
         replay_tasks_tail,
     )
     parts.stacks_tail = stacks_tail
+    parts.presence = presence
     app[PARTS] = parts
     app[SNAPSHOT] = lambda: parts.snapshot(messages, registry)
     app[JOINING] = lambda: group is not None and not group.ready
@@ -425,6 +432,8 @@ def build_app(
         if parts.replay_tasks_tail is not None:
             parts.replay_tasks_tail.stop()
         await parts.forwarder.close()
+        if parts.presence is not None:
+            parts.presence.close()  # the others see this gateway gone at once
         parts.producer.close()
         parts.follower.close()
         parts.events.close()
@@ -434,6 +443,28 @@ def build_app(
     app.cleanup_ctx.append(lifecycle)
     serve_sqs(app, internal_handler(receipt_secret(settings), runtime_of))
     return app
+
+
+async def _join_presence(
+    settings: Settings, kafka: KafkaClients, admin: TopicAdmin
+) -> GatewayPresence:
+    """Become a member of the presence group, then make sure no gateway already serving this
+    cluster is one this one cannot share it with (`gateway/cluster/group_check.py`): raises
+    `SharedCluster` (after leaving the group) when one is, unless KQS_SHARED_CLUSTER=warn."""
+    mode = settings.partition_ownership
+    if mode not in ("all", "group"):
+        raise ValueError(f"KQS_PARTITION_OWNERSHIP {mode!r} is not 'all' or 'group'")
+    gateway = _gateway_id(settings)
+    presence = kafka.presence(mode, gateway)
+    presence.start()
+    try:
+        # Joined first, then looked: two gateways starting at once see each other.
+        await asyncio.get_running_loop().run_in_executor(None, presence.joined, JOIN_WAIT_S)
+        await check_alone(admin, mode, gateway, settings.shared_cluster)
+    except BaseException:
+        presence.close()
+        raise
+    return presence
 
 
 async def _load_stacks(

@@ -21,6 +21,7 @@ from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer,
 from topology.log_reader import LogReader
 from topology.move_task_log import MoveTaskLog
 from topology.names import MOVE_TASKS_TOPIC
+from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer
 from topology.segment_sync import SegmentSync
 from topology.stack_log import StackLog
@@ -69,6 +70,9 @@ class KafkaClients:
             fsync_durable_topics,
             gateway_syncs_queues=self.settings.segment_sync_dir is not None,
         )
+
+    def presence(self, mode: str, gateway: str) -> GatewayPresence:
+        return GatewayPresence(self.bootstrap, mode, gateway)
 
     def follower(self, name: str, confirmed: bool = False) -> FollowerProducer:
         return FollowerProducer(self.bootstrap, name, confirmed)

@@ -29,6 +29,12 @@ _V2 = struct.Struct(">BqiiqIIIIIIII")
 _FORMAT_3 = 3
 _FORMAT_4 = 4
 _FORMAT_2 = 2
+# The tag of an encrypted message (formats 3 and 4): the format's, with this bit set. The body
+# slot then holds the body's envelope, the attributes slot the attributes' envelope (empty:
+# none), and the digest is zeros, since the body's MD5 would tell a guessed body apart (see
+# `StoredMessage.sealed`). Format 1's first byte is 0, so the bit never meets it.
+_SEALED_BIT = 0x80
+_NO_DIGEST = bytes(16)
 _ABSENT = 0xFFFFFFFF  # the length of a text field that is None
 _FIVE_ABSENT = (_ABSENT,) * 5  # the five optional texts of most messages (`encode`)
 # Where the MessageId's length sits in the header of each format.
@@ -128,6 +134,11 @@ class StoredMessage:
     # A message a replay task re-sent (gateway/sqs/replay/): where it comes from, as
     # `topology/record_format.py`'s `ReplayOrigin` encodes it. None for every other message.
     replay_of: str | None = None
+    # Encrypted at rest (`topology/encryption/messages.py`): `body` is the body's envelope,
+    # `attributes` is empty and `sealed_attributes` holds their envelope (empty: none). The
+    # lease store keeps a sealed message as it is; the gateway opens it to answer a receive.
+    sealed: bool = False
+    sealed_attributes: bytes = b""
 
     def md5_of_body(self) -> str:
         """MD5OfBody / MD5OfMessageBody, as SQS returns them (hex)."""
@@ -137,12 +148,12 @@ class StoredMessage:
         """The fixed header (`_V3`, or `_V4` with the replay origin's length) ending in
         `lengths`: the 7 (8) texts' and the attributes'."""
         return (_V3 if len(lengths) == 8 else _V4).pack(
-            _FORMAT_3 if len(lengths) == 8 else _FORMAT_4,
+            (_FORMAT_3 if len(lengths) == 8 else _FORMAT_4) | (_SEALED_BIT if self.sealed else 0),
             self.sent_ms,
             self.delay_s,
             self.receive_count,
             self.first_receive_ms,
-            self.body_md5 or hashlib.md5(self.body).digest(),
+            _NO_DIGEST if self.sealed else (self.body_md5 or hashlib.md5(self.body).digest()),
             *lengths,
         )
 
@@ -163,6 +174,7 @@ class StoredMessage:
             and self.deduplication_scope is None
             and self.replay_of is None
             and not self.attributes
+            and not self.sealed_attributes
         ):
             # Most messages: of the texts only the id and the sender, no attributes. The
             # same bytes as the general way below, in one pack and one join (1.0 µs against
@@ -183,13 +195,7 @@ class StoredMessage:
                 raw = text.encode()
                 lengths.append(len(raw))
                 parts.append(raw)
-        attrs = (
-            json.dumps(
-                {k: v.to_json() for k, v in self.attributes.items()}, separators=(",", ":")
-            ).encode()
-            if self.attributes
-            else b""
-        )
+        attrs = self.sealed_attributes or attributes_json(self.attributes)
         parts.append(attrs)
         parts.append(self.body)
         return self._header(*lengths, len(attrs)) + b"".join(parts)
@@ -212,9 +218,10 @@ class StoredMessage:
     def id_of(raw: bytes) -> str:
         """The MessageId of an encoded message, without decoding the rest (a delete's event
         needs only this): every format holds it first."""
-        if raw[0] in _HEADER_SIZE:
-            (length,) = _U32.unpack_from(raw, _ID_LENGTH_AT[raw[0]])
-            start = _HEADER_SIZE[raw[0]]
+        tag = raw[0] & ~_SEALED_BIT
+        if tag in _HEADER_SIZE:
+            (length,) = _U32.unpack_from(raw, _ID_LENGTH_AT[tag])
+            start = _HEADER_SIZE[tag]
             return raw[start : start + length].decode()
         start = 4 + len(_ID_PREFIX)
         if raw.startswith(_ID_PREFIX, 4):
@@ -225,17 +232,18 @@ class StoredMessage:
 
     @classmethod
     def decode(cls, raw: bytes) -> StoredMessage:
-        if raw[0] == _FORMAT_4:
+        tag = raw[0] & ~_SEALED_BIT
+        if tag == _FORMAT_4:
             (_, sent_ms, delay_s, receive_count, first_receive_ms, body_md5, *lengths) = (
                 _V4.unpack_from(raw)
             )
             at = _V4.size
-        elif raw[0] == _FORMAT_3:
+        elif tag == _FORMAT_3:
             (_, sent_ms, delay_s, receive_count, first_receive_ms, body_md5, *lengths) = (
                 _V3.unpack_from(raw)
             )
             at = _V3.size
-        elif raw[0] == _FORMAT_2:
+        elif tag == _FORMAT_2:
             (_, sent_ms, delay_s, receive_count, first_receive_ms, *lengths) = _V2.unpack_from(raw)
             body_md5, at = b"", _V2.size
         else:
@@ -248,12 +256,15 @@ class StoredMessage:
             else:
                 texts.append(raw[at : at + length].decode())
                 at += length
+        sealed = raw[0] != tag
         attributes = {}
-        if attrs_length:
-            attributes = {
-                k: AttributeValue.from_json(v)
-                for k, v in json.loads(raw[at : at + attrs_length]).items()
-            }
+        sealed_attributes = b""
+        if sealed:
+            sealed_attributes = raw[at : at + attrs_length]
+            body_md5 = b""
+            at += attrs_length
+        elif attrs_length:
+            attributes = attributes_from_json(raw[at : at + attrs_length])
             at += attrs_length
         replay_of = texts.pop() if len(texts) == 8 else None
         message_id, sender_id, trace, group, dlq_source, dedup_id, dedup_scope = texts
@@ -273,6 +284,8 @@ class StoredMessage:
             deduplication_scope=dedup_scope,
             body_md5=body_md5,
             replay_of=replay_of,
+            sealed=sealed,
+            sealed_attributes=sealed_attributes,
         )
 
     @classmethod
@@ -296,3 +309,17 @@ class StoredMessage:
             deduplication_id=meta.get("dedup"),
             deduplication_scope=meta.get("dscope"),
         )
+
+
+def attributes_json(attributes: dict[str, AttributeValue]) -> bytes:
+    """Message attributes as the stored form (and an encrypted record) keep them: compact
+    JSON `{name: {"DataType": ..., "StringValue" | "BinaryValue": ...}}`; empty for none."""
+    if not attributes:
+        return b""
+    return json.dumps(
+        {k: v.to_json() for k, v in attributes.items()}, separators=(",", ":")
+    ).encode()
+
+
+def attributes_from_json(raw: bytes) -> dict[str, AttributeValue]:
+    return {k: AttributeValue.from_json(v) for k, v in json.loads(raw).items()}

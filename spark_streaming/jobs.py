@@ -311,6 +311,8 @@ def configure_logging() -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
+    # py4j logs every callback (each finished batch's listener call) at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,7 +27,7 @@ log = logging.getLogger("kqs.analytics")
 
 def batch_fields(progress: dict[str, Any]) -> dict[str, Any]:
     """The log line's fields of one finished batch: query, batch, rows in and out, duration,
-    when it finished (UTC, to the millisecond), watermark.
+    when it finished (UTC, to the millisecond), watermark, and the state kept.
 
     ``rows_out`` is the sink's count; Spark's file sink reports none (-1), and there the
     rows written are the windows the append-mode aggregation closed, which its state
@@ -56,6 +56,13 @@ def batch_fields(progress: dict[str, Any]) -> dict[str, Any]:
     watermark = (progress.get("eventTime") or {}).get("watermark")
     if watermark is not None:
         fields["watermark"] = watermark
+    # The aggregation's state after the batch: the open windows it holds (closed ones are
+    # dropped once the watermark passes them) and the memory the state store reports.
+    operators = progress.get("stateOperators") or []
+    rows = [op.get("numRowsTotal") for op in operators]
+    if rows and None not in rows:
+        fields["state_rows"] = sum(rows)
+        fields["state_bytes"] = sum(op.get("memoryUsedBytes") or 0 for op in operators)
     return fields
 
 

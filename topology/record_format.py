@@ -10,6 +10,10 @@
               `ReplayOrigin`), and one `sqs.attr.<Name>` per message attribute whose
               value is JSON {"DataType": ..., "StringValue": ...} or {..., "BinaryValue": base64}
 
+On a queue encrypted at rest (`topology/encryption/`), the value is the body's envelope, the
+header `kqs.encrypted` says so, and the attributes travel encrypted in the one header
+`kqs.encrypted-attributes` instead of one `sqs.attr.<Name>` each.
+
 A Kafka-native consumer therefore reads a queue as an ordinary topic of bodies, and a record
 written by a Kafka-native producer (no headers, maybe no key) is still a valid message: its id
 is derived from its coordinates and it has no attributes. This module is shared with
@@ -24,6 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lease_store.records import AttributeValue, StoredMessage
+from topology.encryption.envelope import (
+    ENCRYPTED_FORMAT,
+    HEADER_ENCRYPTED,
+    HEADER_ENCRYPTED_ATTRIBUTES,
+)
 
 HEADER_SENDER = "sqs.sender-id"
 HEADER_DELAY = "sqs.delay-seconds"
@@ -116,6 +125,10 @@ def to_headers(message: StoredMessage, id_in_header: bool = False) -> Headers:
         headers.append((HEADER_REPLAY_OF, message.replay_of.encode()))
     for name, value in message.attributes.items():
         headers.append((ATTRIBUTE_PREFIX + name, json.dumps(value.to_json()).encode()))
+    if message.sealed:
+        headers.append((HEADER_ENCRYPTED, ENCRYPTED_FORMAT))
+        if message.sealed_attributes:
+            headers.append((HEADER_ENCRYPTED_ATTRIBUTES, message.sealed_attributes))
     return headers
 
 
@@ -131,7 +144,11 @@ def from_record(
     """Rebuild the message of a queue-topic record, whoever produced it."""
     fields: dict[str, str] = {}
     attributes: dict[str, AttributeValue] = {}
+    sealed_attributes = b""
     for name, raw in headers or ():
+        if name == HEADER_ENCRYPTED_ATTRIBUTES:
+            sealed_attributes = raw or b""  # an envelope: bytes, not text
+            continue
         text = (raw or b"").decode("utf-8", errors="replace")
         if name.startswith(ATTRIBUTE_PREFIX):
             attribute = _attribute(text)
@@ -145,12 +162,14 @@ def from_record(
         message_id = key.decode("utf-8", errors="replace")
     else:
         message_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"kafka:{topic}/{partition}/{offset}"))
+    sealed = HEADER_ENCRYPTED in fields
     return StoredMessage(
         message_id=message_id,
         body=value or b"",
         sent_ms=timestamp_ms,
         delay_s=int(fields.get(HEADER_DELAY, "0")),
-        attributes=attributes,
+        # A foreign producer's sqs.attr.* headers on an encrypted record are not the message's.
+        attributes=attributes if not sealed else {},
         sender_id=fields.get(HEADER_SENDER, ""),
         aws_trace_header=fields.get(HEADER_TRACE),
         message_group_id=fields.get(HEADER_GROUP),
@@ -160,6 +179,8 @@ def from_record(
         deduplication_id=fields.get(HEADER_DEDUPLICATION_ID),
         deduplication_scope=fields.get(HEADER_DEDUPLICATION_SCOPE),
         replay_of=fields.get(HEADER_REPLAY_OF),
+        sealed=sealed,
+        sealed_attributes=sealed_attributes if sealed else b"",
     )
 
 

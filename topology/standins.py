@@ -32,6 +32,7 @@ from topology.events import EventPublisher
 from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, IngestConsumer
 from topology.move_task_log import MoveTaskLog
+from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer, Delivered, Linger, OnDelivered
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
 from topology.record_format import from_record
@@ -349,4 +350,20 @@ class CountingEvents(EventPublisher):
         return True
 
     def close(self, timeout_s: float = 5.0) -> None:
+        pass
+
+
+class AlonePresence(GatewayPresence):
+    """A presence on a log nobody else reads: joined at once, never anyone else there."""
+
+    def __init__(self) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def joined(self, timeout_s: float) -> bool:
+        return True
+
+    def close(self) -> None:
         pass

@@ -23,9 +23,11 @@ from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer
 from topology.move_task_log import MoveTaskLog
 from topology.names import MOVE_TASKS_TOPIC
+from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer
 from topology.stack_log import StackLog
 from topology.standins import (
+    AlonePresence,
     CountingEvents,
     CountingFollower,
     EmptyCatalog,
@@ -62,6 +64,9 @@ class InProcessKafka(KafkaClients):
 
     def follower(self, name: str, confirmed: bool = False) -> FollowerProducer:
         return CountingFollower(self.log)
+
+    def presence(self, mode: str, gateway: str) -> GatewayPresence:
+        return AlonePresence()
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return EmptyCatalog(self.bootstrap, admin, producer)

@@ -34,6 +34,7 @@ def decode(p: Params) -> CreateQueueRequest:
 async def handle(req: CreateQueueRequest, ctx: RequestContext) -> Result:
     fifo = req.attributes.get("FifoQueue", "").lower() == "true"
     attributes = validate_settable(req.attributes, fifo=fifo)
+    ctx.runtime.messages.encryption.check_settable(attributes)
     if fifo:
         validate_fifo_settings({**FIFO_DEFAULTS, **attributes})
     source_arn = f"arn:aws:sqs:{ctx.region}:{ctx.account_id}:{req.queue_name}"

@@ -47,6 +47,7 @@ async def handle(req: GetQueueAttributesRequest, ctx: RequestContext) -> Result:
         # Set to its default on a queue without a KMS key, it is not listed: AWS lists none
         # then (KQS issue 54's comparison with AWS; LocalStack's DELETE_IF_DEFAULT agrees)
         del values["KmsDataKeyReusePeriodSeconds"]
+    ctx.runtime.messages.encryption.reported(values)
     # Unset optional attributes (Policy, RedrivePolicy, ...) are left out, as in SQS.
     if not ctx.owns(record) and not ctx.is_admin:
         values.pop("Policy", None)  # only the queue's owner sees its policy

@@ -19,6 +19,7 @@ from gateway.actions.context import RequestContext
 from gateway.actions.params import Params
 from gateway.common.checksums import md5_of_attributes
 from gateway.common.errors import InvalidParameterValue
+from gateway.sqs.encryption import QueueEncryption
 from gateway.sqs.replay.browse import Browsed, Status
 from topology.record_format import ReplayOrigin
 
@@ -67,9 +68,9 @@ def decode(p: Params) -> PeekMessagesRequest:
     )
 
 
-def message_entry(browsed: Browsed, preview: int) -> Result:
+def message_entry(browsed: Browsed, preview: int, encryption: QueueEncryption) -> Result:
     logged = browsed.logged
-    message = logged.message
+    message = encryption.open(logged.message)  # an encrypted queue's records are sealed
     body = message.body.decode("utf-8", errors="replace")
     attributes = {
         "KqsStatus": browsed.status.value,
@@ -117,7 +118,10 @@ async def handle(req: PeekMessagesRequest, ctx: RequestContext) -> Result:
         record, req.max_number_of_messages, req.newest_first, req.statuses, req.next_token
     )
     result: Result = {
-        "Messages": [message_entry(b, req.body_preview_length) for b in page.messages],
+        "Messages": [
+            message_entry(b, req.body_preview_length, ctx.runtime.messages.encryption)
+            for b in page.messages
+        ],
         "OldestAvailableTimestamp": page.oldest_available_ms,
         "MessageRetentionPeriod": page.retention_s,
     }

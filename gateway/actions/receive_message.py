@@ -8,6 +8,7 @@ from gateway.actions.params import Params
 from gateway.common import limits
 from gateway.common.checksums import md5_of_attributes
 from gateway.common.results import Received
+from gateway.sqs.encryption import QueueEncryption
 from gateway.sqs.fifo import check_attempt_id
 from gateway.sqs.message_attributes import SYSTEM_ATTRIBUTE_NAMES, select_message_attributes
 from gateway.sqs.queues import attribute_int, is_fifo
@@ -67,8 +68,12 @@ def _system_attributes(received: Received, names: list[str], fifo_queue: bool) -
     return {k: v for k, v in values.items() if k in wanted and v is not None}
 
 
-def _message_result(received: Received, req: ReceiveMessageRequest, fifo_queue: bool) -> Result:
+def _message_result(
+    received: Received, req: ReceiveMessageRequest, fifo_queue: bool, encryption: QueueEncryption
+) -> Result:
     message = received.delivery.message
+    if message.sealed:
+        message = encryption.open(message)  # the lease store keeps an encrypted queue's sealed
     out: Result = {
         "MessageId": message.message_id,
         "ReceiptHandle": received.receipt_handle,
@@ -108,7 +113,8 @@ async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
         received = await messages.receive(record, req.max_number_of_messages, visibility_s, wait_s)
     if not received:
         return {}
-    return {"Messages": [_message_result(r, req, fifo_queue) for r in received]}
+    encryption = messages.encryption
+    return {"Messages": [_message_result(r, req, fifo_queue, encryption) for r in received]}
 
 
 ACTION = Action("ReceiveMessage", decode, handle)

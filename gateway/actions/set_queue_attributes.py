@@ -42,6 +42,7 @@ async def handle(req: SetQueueAttributesRequest, ctx: RequestContext) -> Result:
     record = ctx.queue(req.queue_url)
     fifo = is_fifo(record)
     changes = validate_settable(req.attributes, fifo=fifo)
+    ctx.runtime.messages.encryption.check_settable(changes)
     if fifo:
         validate_fifo_settings(
             effective_attributes(record.changed(attributes=_merged(record, changes)))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from dashboard.messages import GatewayClient
 from dashboard.server import DEFAULT_PORT, run_dashboard
 from gateway.common.config import Settings
 from gateway.observability import logs
@@ -41,6 +43,13 @@ def add_dashboard_subcommand(
         default=defaults.kafka_bootstrap,
         help="Kafka cluster (default: KQS_KAFKA_BOOTSTRAP, else the embedded broker of "
         "<data-dir>/kafka)",
+    )
+    parser.add_argument(
+        "--gateway-url",
+        default=os.environ.get("KQS_DASHBOARD_GATEWAY_URL", f"http://127.0.0.1:{defaults.port}"),
+        help="the gateway the message list browses and replays through, signed with the "
+        "AWS credentials of the environment, an administrator's to see every account's "
+        "queues (default: KQS_DASHBOARD_GATEWAY_URL, else %(default)s)",
     )
     logs.add_log_format_argument(parser, defaults.log_format)
     parser.set_defaults(func=run)
@@ -79,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     bootstrap = dashboard_bootstrap(configured, args.data_dir)
     client_properties.use(bootstrap, properties)
     try:
-        return run_dashboard(bootstrap, args.host, args.port)
+        gateway = GatewayClient.from_environment(args.gateway_url) if args.gateway_url else None
+        return run_dashboard(bootstrap, args.host, args.port, gateway)
     except OSError as error:  # the port is taken, or the address is not this machine's
         sys.stderr.write(f"kqs dashboard: cannot listen on {args.host}:{args.port}: {error}\n")
         return 1

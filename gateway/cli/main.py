@@ -27,6 +27,7 @@ from gateway.cli.analytics import add_analytics_subcommand
 from gateway.cli.dashboard import add_dashboard_subcommand
 from gateway.cli.inspect import add_inspect_subcommand
 from gateway.cli.replay import add_replay_subcommands
+from gateway.cluster.group_check import SHARED_CLUSTER_EXIT, SharedCluster
 from gateway.cluster.hand_over import retire_worker_copies
 from gateway.cluster.workers import cpu_count, die_with_supervisor, run_workers, worker_index
 from gateway.common.config import Settings, kafka_client_properties, use_kafka_client_properties
@@ -40,8 +41,12 @@ from topology.embedded.broker import DEFAULT_HEAP, EmbeddedBroker
 from topology.embedded.broker_cli import add_kafka_subcommands
 from topology.embedded.broker_config import log_dir
 from topology.embedded.errors import BrokerError
+from topology.encryption.keys import create_master_key_file
 
 log = logging.getLogger("kqs.serve")
+
+# The master key `kqs serve` makes in its data directory (`_with_own_master_key`).
+MASTER_KEY_FILE = "master.key"
 
 # How long a shutdown waits for the requests being handled (sends waiting for Kafka's
 # acknowledgement: at most the producer's 15 s delivery timeout).
@@ -91,6 +96,12 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         "--iam-config",
         default=defaults.iam_config,
         help="TOML file of accounts, users, groups and policies (KQS_IAM_CONFIG)",
+    )
+    serve.add_argument(
+        "--master-key-file",
+        default=defaults.master_key_file,
+        help="master key of encryption at rest (KQS_MASTER_KEY_FILE; default with the embedded "
+        "broker: <data-dir>/master.key, made on first start)",
     )
     serve.add_argument(
         "--workers",
@@ -319,6 +330,7 @@ def serve(args: argparse.Namespace) -> int:
         iam_config=args.iam_config,
         accept_any_access_key=args.accept_any_access_key,
         log_format=args.log_format,
+        master_key_file=args.master_key_file,
     )
     if args.pool_worker:
         logs.configure(settings.log_format, context={"worker": worker_index()})
@@ -359,6 +371,7 @@ def serve(args: argparse.Namespace) -> int:
                 )
             )
             settings = replace(settings, kafka_bootstrap=broker_info.bootstrap)
+            settings = _with_own_master_key(settings)
             if settings.topic_fsync and settings.segment_sync_dir is None:
                 # Same machine, same file system: the gateway syncs the queue topics' segments
                 # itself, cheaper than the broker's flush (topology/segment_sync.py).
@@ -366,9 +379,26 @@ def serve(args: argparse.Namespace) -> int:
         if workers > 1:
             return run_workers(settings, workers, receipt_secret(settings), _worker_args(args))
         collector.tune_for_serving()
-        _run(_run_gateway(settings, directory, args.pool_worker))
+        try:
+            _run(_run_gateway(settings, directory, args.pool_worker))
+        except SharedCluster as error:
+            log.error("refusing to start", extra={"reason": str(error)})
+            sys.stderr.write(f"kqs: {error}\n")
+            return SHARED_CLUSTER_EXIT
         _free_gateway()
     return 0
+
+
+def _with_own_master_key(settings: Settings) -> Settings:
+    """With the embedded broker and no master key given: the data directory's own, made on
+    first start, so that queues are encrypted as they say (gateway/sqs/encryption.py). Against
+    a cluster KQS makes none: every gateway of a deployment needs the same key."""
+    if settings.master_key_file:
+        return settings
+    path = settings.data_dir / MASTER_KEY_FILE
+    if create_master_key_file(path):
+        log.info("master key made for encryption at rest; keep a copy", extra={"path": str(path)})
+    return replace(settings, master_key_file=str(path))
 
 
 def _free_gateway() -> None:

@@ -26,6 +26,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from gateway.cluster.group_check import SHARED_CLUSTER_EXIT
 from gateway.cluster.hand_over import hand_over_to_workers, worker_data_dir
 from gateway.common.config import Settings
 
@@ -131,11 +132,20 @@ def _worker(settings: Settings, index: int, secret: bytes, worker_args: list[str
             if settings.segment_sync_dir
             else {}
         ),
+        # One master key for all: each opens what the others sealed.
+        **({"KQS_MASTER_KEY_FILE": settings.master_key_file} if settings.master_key_file else {}),
     }
     return _Worker(index, command, env)
 
 
 def _may_restart(worker: _Worker, code: int) -> bool:
+    if code == SHARED_CLUSTER_EXIT:
+        log.error(
+            "worker refused to start beside another gateway: stopping every worker; its log "
+            "lines above name the gateway",
+            extra={"worker": worker.index},
+        )
+        return False
     now = time.monotonic()
     worker.deaths.append(now)
     while worker.deaths and worker.deaths[0] < now - RESTART_WINDOW_S:

@@ -71,6 +71,12 @@ class Settings:
     partition_ownership: str = field(
         default_factory=lambda: os.environ.get("KQS_PARTITION_OWNERSHIP", "all")
     )
+    # What a gateway does on meeting other gateways it cannot share the cluster with
+    # (gateway/cluster/group_check.py): "refuse" to start, or "warn" and serve beside them
+    # (independent single gateways on one cluster, each with queues of its own).
+    shared_cluster: str = field(
+        default_factory=lambda: os.environ.get("KQS_SHARED_CLUSTER", "refuse")
+    )
     # Group mode: the URL other gateways reach this one at (default http://<host>:<port>).
     advertised_url: str = field(default_factory=lambda: os.environ.get("KQS_ADVERTISED_URL", ""))
     # How late a record another producer wrote may become receivable (topology/ingest.py).
@@ -122,6 +128,9 @@ class Settings:
     events_buffer_messages: int = field(
         default_factory=lambda: _env_int("KQS_EVENTS_BUFFER_MESSAGES", 100_000)
     )
+    # Encryption at rest (gateway/sqs/encryption.py): the master key file. Empty: `kqs serve`
+    # with its embedded broker makes <data_dir>/master.key; against a cluster, no encryption.
+    master_key_file: str = field(default_factory=lambda: os.environ.get("KQS_MASTER_KEY_FILE", ""))
     # How often a running message replay task writes its checkpoint (gateway/sqs/replay/).
     replay_checkpoint_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_REPLAY_CHECKPOINT_S", "1"))

@@ -155,6 +155,14 @@ class ResourceNotFound(_SenderError):
     http_status = 404
 
 
+class KmsNotFound(_SenderError):
+    """A message encrypted under a master key this gateway does not hold (or, at
+    CreateQueue/SetQueueAttributes, a KmsMasterKeyId with no key provider configured)."""
+
+    code = "KMS.NotFoundException"  # the SQS model's awsQueryError code
+    json_type = "KmsNotFound"
+
+
 class EmptyBatchRequest(_SenderError):
     code = "AWS.SimpleQueueService.EmptyBatchRequest"
     json_type = "EmptyBatchRequest"

@@ -164,7 +164,8 @@ def authorize(
     """Raise unless `principal` may perform `action` with these request parameters.
 
     `region` is the request's (its SigV4 scope's, else the default region). A move task that
-    names a DestinationArn also needs SendMessage on that queue.
+    names a DestinationArn also needs SendMessage on that queue, and so does a replay task
+    on its destination (the queue itself by default), unless an administrator starts it.
     """
     target_region, owner, name = _named_queue(action, params, principal.account_id, region)
     checks: list[tuple[str, str, str, str | None]] = [(action, target_region, owner, name)]
@@ -173,16 +174,15 @@ def authorize(
         parsed = parse_arn(destination)
         if parsed is not None:
             checks.append(("SendMessage", *parsed))
-    destination_url = params.get("DestinationQueueUrl")
-    if action == "StartMessageReplayTask" and isinstance(destination_url, str):
-        checks.append(
-            (
-                "SendMessage",
-                *_named_queue(
-                    "SendMessage", {"QueueUrl": destination_url}, principal.account_id, region
-                ),
+    if action == "StartMessageReplayTask" and not principal.is_admin:
+        # A replay sends: to DestinationQueueUrl, else back into the queue itself (the
+        # administrator may replay any queue into any other: replaying is its right).
+        destination_url = params.get("DestinationQueueUrl") or params.get("QueueUrl")
+        if isinstance(destination_url, str):
+            named = _named_queue(
+                "SendMessage", {"QueueUrl": destination_url}, principal.account_id, region
             )
-        )
+            checks.append(("SendMessage", *named))
     for checked_action, checked_region, checked_owner, checked_name in checks:
         _authorize_one(
             checked_action,

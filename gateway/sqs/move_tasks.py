@@ -566,7 +566,7 @@ class MoveTasks:
     async def _move(
         self, task: MoveTask, source: QueueRecord, pk: PartitionKey, delivery: Delivery
     ) -> None:
-        original = delivery.message
+        original = self._messages.encryption.open(delivery.message)
         target_arn = task.destination_arn or original.dead_letter_source_arn
         destination = self._registry.by_arn(target_arn) if target_arn else None
         if destination is None:

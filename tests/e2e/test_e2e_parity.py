@@ -365,16 +365,16 @@ def test_add_permission_writes_a_2008_10_17_policy(sqs: Any, new_queue: NewQueue
     assert policy["Version"] == "2008-10-17"
 
 
-def test_queue_with_a_kms_key_lists_the_kms_attributes_and_no_sqs_sse(
-    sqs: Any, new_queue: NewQueue
+def test_a_kms_key_is_refused_by_a_gateway_without_a_master_key(
+    sqs: Any, scratch_queue: str
 ) -> None:
-    # LocalStack's AWS-recorded snapshot test_sse_queue_attributes: a KMS queue shows its key,
-    # the reuse period and SqsManagedSseEnabled false.
-    url = new_queue("kms", KmsMasterKeyId="testKeyId")
-    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert attributes["KmsMasterKeyId"] == "testKeyId"
-    assert attributes["KmsDataKeyReusePeriodSeconds"] == "300"
-    assert attributes["SqsManagedSseEnabled"] == "false"
+    # The session's gateway has no master key: a queue may not claim KMS encryption there.
+    # (With one, a KMS queue lists its key, the reuse period and SqsManagedSseEnabled false,
+    # as LocalStack's AWS-recorded snapshot test_sse_queue_attributes shows:
+    # tests/e2e/test_e2e_encryption_at_rest.py.)
+    with pytest.raises(ClientError) as excinfo:
+        sqs.set_queue_attributes(QueueUrl=scratch_queue, Attributes={"KmsMasterKeyId": "k"})
+    assert error_of(excinfo)[:2] == (400, "InvalidAttributeValue")
 
 
 def test_kms_and_sqs_managed_encryption_exclude_each_other(sqs: Any, scratch_queue: str) -> None:

@@ -17,9 +17,11 @@ from tests.support.harness import CREDENTIALS, REGION
 _CONFIG = Config(retries={"max_attempts": 1}, read_timeout=120)
 
 
-def cloudformation_client(endpoint: str, region: str = REGION) -> Any:
+def cloudformation_client(
+    endpoint: str, region: str = REGION, credentials: dict[str, str] = CREDENTIALS
+) -> Any:
     return boto3.session.Session().client(
-        "cloudformation", endpoint_url=endpoint, region_name=region, config=_CONFIG, **CREDENTIALS
+        "cloudformation", endpoint_url=endpoint, region_name=region, config=_CONFIG, **credentials
     )
 
 

@@ -39,6 +39,8 @@ class Applying(Routing):
         if not self.ownership.serves(topic, partition):
             return  # released while the batch was in transit
         pk = partition_keys(record)[partition]
+        if not self._everything_here:
+            self._in_this_spell(topic, partition, pk)
         self._leases.ingest(pk, batch, self._clock.now_ms())
         if topic not in self.fair_topics and not is_fifo(record):
             if any(message.message_group_id is not None for _, message in batch):
@@ -67,6 +69,8 @@ class Applying(Routing):
                 applied.set_result(None)
                 return
             self._batch_targets[where] = target
+            if not self._everything_here:
+                self._in_this_spell(delivered.topic, delivered.partition, target[1])
         _, pk, applied_offset = target
         if delivered.offset <= applied_offset:
             applied.set_result(None)  # ingest was first
@@ -78,6 +82,34 @@ class Applying(Routing):
         self._ahead[pk][delivered.offset] = message
         self._ingest_waiters[where].append((delivered.offset, applied))
         self._to_apply[where] = target
+
+    def _in_this_spell(self, topic: str, partition: int, pk: PartitionKey) -> None:
+        """Several gateways: before a record of a served partition is applied, forget the
+        delivered records still waiting in `_ahead` from an earlier spell of serving it.
+
+        A record is applied to a partition's lease state only by the gateway serving it, in
+        the spell its delivery report came in: between two spells the partition may have
+        been served by another gateway, which restored it and delivered those records
+        itself (or this gateway restored it since). Kept, they would be applied over the
+        restored state; forgotten, they come back the one right way, through the restore or
+        through ingest in this spell. Their sends answer now: the records are in Kafka."""
+        spell = self.ownership.serving_since(topic, partition)
+        if spell is None:
+            return
+        was = self._ahead_spell.get(pk)
+        if was == spell:
+            return
+        self._ahead_spell[pk] = spell
+        stale = self._ahead.pop(pk, None)
+        if was is None or not stale:
+            return
+        log.info(
+            "delivered records of an earlier spell left to the restore or ingest",
+            extra={"topic": topic, "partition": partition, "records": len(stale)},
+        )
+        for _, future in self._ingest_waiters.pop((topic, partition), []):
+            if not future.done():
+                future.set_result(None)
 
     def _apply_target(self, topic: str, partition: int) -> ApplyTarget | None:
         """The queue, partition key and applied offset of a partition whose delivered records
@@ -157,3 +189,5 @@ class Applying(Routing):
             self._next_send_partition,
         ):
             memo.pop(record.key, None)
+        for pk in partition_keys(record):
+            self._ahead_spell.pop(pk, None)

@@ -127,6 +127,8 @@ class Sending(Applying):
         `fifo` is `is_fifo(record)` when the caller knows it (once for a batch)."""
         if fifo is None:
             fifo = is_fifo(record)
+        # As the queue keeps it: its record, the lease store's copy and the re-sends of both.
+        message = self.encryption.for_queue(record, message)
         group = message.message_group_id if fifo else None  # FIFO: key = group
         if group is None and message.message_group_id is not None:
             self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)

@@ -28,6 +28,7 @@ from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.ownership import EveryPartition, GroupOwnership
 from gateway.common.eager_start import resume_waiting
 from gateway.observability.events import EventSink
+from gateway.sqs.encryption import QueueEncryption
 from gateway.sqs.group_sync import GroupSync
 from gateway.sqs.messages.changes import Changing
 from gateway.sqs.queues import QueueRegistry
@@ -55,6 +56,7 @@ class MessageService(Changing):
         events: EventSink | None = None,
         ownership: EveryPartition | GroupOwnership | None = None,
         forwarder: Forwarder | None = None,
+        encryption: QueueEncryption | None = None,
     ) -> None:
         super().__init__(
             clock,
@@ -68,6 +70,7 @@ class MessageService(Changing):
             events,
             ownership,
             forwarder,
+            encryption,
         )
         # The parts' hooks, once they are all there.
         self.group_sync = GroupSync(self._sync)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.ownership import EveryPartition, GroupOwnership
 from gateway.observability.events import EventSink
+from gateway.sqs.encryption import QueueEncryption
 from gateway.sqs.group_sync import GroupSync
 from gateway.sqs.queues import (
     QueueRegistry,
@@ -70,8 +71,11 @@ class MessageState:
         events: EventSink | None = None,
         ownership: EveryPartition | GroupOwnership | None = None,
         forwarder: Forwarder | None = None,
+        encryption: QueueEncryption | None = None,
     ) -> None:
         self._clock = clock
+        # Seals what is sent to encrypted queues (`Sending._start_send`); opens for move tasks.
+        self.encryption = encryption or QueueEncryption()
         # Which partitions are served here; the others' owners are reached by `_forwarder`.
         self.ownership = ownership or EveryPartition()
         # One gateway (the default): nothing to ask per partition on the request path.
@@ -96,6 +100,10 @@ class MessageState:
         # Delivered records not applied yet, by offset (see the module header): those of this
         # event-loop turn, and those past a gap in their partition.
         self._ahead: dict[PartitionKey, dict[int, StoredMessage]] = defaultdict(dict)
+        # With several gateways, the spell of serving (`GroupOwnership.serving_since`) each
+        # partition's `_ahead` records were delivered in: they apply only in that spell
+        # (`Applying._in_this_spell`).
+        self._ahead_spell: dict[PartitionKey, int] = {}
         # Where the delivered records of each partition in this batch of reports apply:
         # (topic, partition) -> (queue, partition key, applied offset when the batch came),
         # and the partitions with records to apply at the end of the batch.

@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import logging
 import time
 import uuid
@@ -81,7 +82,7 @@ from topology.record_format import ReplayOrigin
 log = logging.getLogger("kqs.replay_tasks")
 
 # Records read and sent at a time: one checkpoint at most per batch.
-BATCH = 500
+BATCH = 1000
 HISTORY = 10  # finished tasks remembered per source queue
 CLOSE_TIMEOUT_S = 5.0
 # Several gateways: a RUNNING task whose record is older than this is taken to have lost
@@ -444,6 +445,7 @@ class ReplayTasks:
     async def _run(self, task: ReplayTask, resumed: bool) -> None:
         summary = task.summary
         reader = self._new_reader()
+        reading: asyncio.Future[list[LoggedMessage]] | None = None
         try:
             destination = self._destination(task)
             skip: set[tuple[int, int]] = set()
@@ -455,9 +457,15 @@ class ReplayTasks:
             loop = asyncio.get_running_loop()
             paced_from_s, paced_count = loop.time(), 0
             written_s = time.monotonic()
-            while not reader.done:
+            # The next batch is read while this one is sent: the log read (a worker thread)
+            # and the sends (Kafka's acknowledgements) overlap instead of taking turns.
+            reading = asyncio.ensure_future(self._in_thread(reader.read, min(BATCH, rate)))
+            while reading is not None:
+                batch: list[LoggedMessage] = await reading
+                reading = None
+                if not reader.done:
+                    reading = asyncio.ensure_future(self._in_thread(reader.read, min(BATCH, rate)))
                 self._check_steering(task)
-                batch: list[LoggedMessage] = await self._in_thread(reader.read, min(BATCH, rate))
                 destination = self._destination(task)
                 fresh = [m for m in batch if (m.partition, m.offset) not in skip]
                 await self._send(task, destination, fresh)
@@ -494,6 +502,10 @@ class ReplayTasks:
                 extra={"task": task.task_id, "replayed": summary.replayed},
             )
         finally:
+            if reading is not None:
+                # The reader is one thread's at a time: the read in flight ends first.
+                with contextlib.suppress(Exception):
+                    await reading
             await self._in_thread(reader.close)
         await self._write(task)
 
@@ -576,7 +588,8 @@ class ReplayTasks:
     def _replayed(
         self, task: ReplayTask, destination: QueueRecord, logged: LoggedMessage
     ) -> StoredMessage:
-        original = logged.message
+        # In clear: the send seals it again if the destination is encrypted.
+        original = self._messages.encryption.open(logged.message)
         earlier = ReplayOrigin.decode(original.replay_of)  # a replay of a replay: the first
         origin = ReplayOrigin(
             task_id=task.task_id,

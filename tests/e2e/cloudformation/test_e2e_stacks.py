@@ -8,6 +8,8 @@ through SQS's JSON protocol.
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +256,32 @@ def test_a_change_set_creates_a_stack_and_an_unchanged_one_fails_as_aws_says(
     assert not queue_exists(sqs_json, url)
 
 
-def test_another_gateway_sees_the_stacks_and_their_exports(
+# The second gateway's accounts: the session gateway's own root key, and a user who may only
+# look queues up.
+IAM_CONFIG = """
+default_account = "000000000000"
+
+[[accounts]]
+id = "000000000000"
+access_key_id = "test"
+secret_access_key = "test"
+
+[[accounts.users]]
+name = "looker"
+access_key_id = "looker"
+secret_access_key = "looker-secret"
+policies = ['''{"Version": "2012-10-17", "Statement": {"Effect": "Allow",
+  "Action": "sqs:GetQueueUrl", "Resource": "*"}}''']
+"""
+POLICY_DOCUMENT = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {"Effect": "Allow", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*"}
+    ],
+}
+
+
+def test_another_gateway_sees_the_stacks_and_makes_queues_with_the_callers_permissions(
     gateway: GatewayProcess, cfn: Any, tmp_path: Path
 ) -> None:
     # Given a stack exporting a queue URL, made through the session's gateway
@@ -264,8 +291,13 @@ def test_another_gateway_sees_the_stacks_and_their_exports(
         "Outputs": {"Url": {"Value": {"Ref": "Q"}, "Export": {"Name": f"{name}-url"}}},
     }
     cfn.create_stack(StackName=name, TemplateBody=json.dumps(exporter))
-    # When a second gateway starts on the same Kafka (it reads the stacks from there)
-    other = GatewayProcess(tmp_path / "other", gateway.bootstrap)
+    # When a second gateway starts on the same Kafka (it reads the stacks from there), with
+    # accounts and users configured
+    config = tmp_path / "iam.toml"
+    config.write_text(IAM_CONFIG)
+    other = GatewayProcess(
+        tmp_path / "other", gateway.bootstrap, env={"KQS_IAM_CONFIG": str(config)}
+    )
     other.start()
     try:
         other_cfn = cloudformation_client(other.endpoint)
@@ -277,23 +309,35 @@ def test_another_gateway_sees_the_stacks_and_their_exports(
                     "Type": "AWS::SQS::QueuePolicy",
                     "Properties": {
                         "Queues": [{"Fn::ImportValue": f"{name}-url"}],
-                        "PolicyDocument": {
-                            "Version": "2012-10-17",
-                            "Statement": [
-                                {
-                                    "Effect": "Allow",
-                                    "Principal": "*",
-                                    "Action": "sqs:SendMessage",
-                                    "Resource": "*",
-                                }
-                            ],
-                        },
+                        "PolicyDocument": POLICY_DOCUMENT,
                     },
                 }
             }
         }
         other_cfn.create_stack(StackName=f"{name}-user", TemplateBody=json.dumps(importer))
         assert stack_of(other_cfn, f"{name}-user")["StackStatus"] == "CREATE_COMPLETE"
+        # And a user without sqs:CreateQueue cannot make a queue through a stack
+        looker = cloudformation_client(
+            other.endpoint,
+            credentials={"aws_access_key_id": "looker", "aws_secret_access_key": "looker-secret"},
+        )
+        denied = stack_name("denied")
+        looker.create_stack(
+            StackName=denied, TemplateBody=json.dumps(exporter).replace(name, denied)
+        )
+        assert stack_of(looker, denied)["StackStatus"] == "ROLLBACK_COMPLETE"
+        events = looker.describe_stack_events(StackName=denied)["StackEvents"]
+        reason = next(e for e in events if e["ResourceStatus"] == "CREATE_FAILED")[
+            "ResourceStatusReason"
+        ]
+        assert "AccessDenied" in reason
+        # And an unsigned request is refused
+        unsigned = urllib.request.Request(
+            other.endpoint, data=b"Action=ListStacks&Version=2010-05-15", method="POST"
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(unsigned, timeout=30)
+        assert b"MissingAuthenticationToken" in refused.value.read()
     finally:
         other.stop()
     # And the exporting stack cannot be deleted while its export is imported
@@ -303,4 +347,4 @@ def test_another_gateway_sees_the_stacks_and_their_exports(
     assert "in use by" in deleted["StackStatusReason"]
     cfn.delete_stack(StackName=f"{name}-user")
     cfn.delete_stack(StackName=name)
-    assert stack_of_id(cfn, name)
+    assert stack_of(cfn, stack_of_id(cfn, name))["StackStatus"] == "DELETE_COMPLETE"

@@ -1,14 +1,18 @@
-"""A single gateway started beside group-mode gateways says so (`gateway/cluster/group_check.py`).
+"""A gateway never silently shares a cluster with gateways it cannot share it with
+(`gateway/cluster/group_check.py`).
 
-A group-mode gateway is a live member of the ingest consumer group; here a real consumer
-subscribed under that group stands for one, on a broker of the module's own (the session's
-single gateway must not meet it).
+A group-mode gateway is a live member of the ingest consumer group; in the first tests a real
+consumer subscribed under that group stands for one. Every gateway is a member of the
+presence group; the later tests meet real gateways. All on a broker of the module's own (the
+session's single gateway must not meet them). The harness's gateways only warn
+(`KQS_SHARED_CLUSTER=warn`); these tests set the default, "refuse", where they test it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +20,18 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
+from gateway.cluster.group_check import SHARED_CLUSTER_EXIT
+from tests.support.group_mode import gateway_id
 from tests.support.harness import GatewayProcess, eventually
+from tests.support.queues_at_once import use_queues_at_once
 from topology.admin import TopicAdmin
 from topology.names import INGEST_GROUP
 
-WARNING = "group-mode gateways already serve this cluster's queues"
+WARNING = "other KQS gateways serve this Kafka cluster"
+# The issue's run: 24 queues of 40 messages (KQS_AT_ONCE_QUEUES, KQS_AT_ONCE_MESSAGES).
+QUEUES = int(os.environ.get("KQS_AT_ONCE_QUEUES", "8"))
+MESSAGES = int(os.environ.get("KQS_AT_ONCE_MESSAGES", "10"))
+REFUSE = {"KQS_SHARED_CLUSTER": "refuse", "KQS_LOG_FORMAT": "json"}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +73,11 @@ def members(bootstrap: str) -> list[str]:
 def warnings_in(log_path: Path) -> list[dict[str, object]]:
     lines = log_path.read_text(errors="replace").splitlines()
     entries = [json.loads(line) for line in lines if line.startswith("{")]
-    return [entry for entry in entries if WARNING in str(entry.get("msg", ""))]
+    return [
+        entry
+        for entry in entries
+        if WARNING in str(entry.get("msg", "")) + str(entry.get("reason", ""))
+    ]
 
 
 def test_the_live_members_of_the_ingest_group_are_listed(
@@ -76,10 +91,28 @@ def test_an_unknown_group_has_no_members(kafka_bootstrap: str) -> None:
     assert asyncio.run(admin.group_members(f"no-such-group-{uuid.uuid4().hex}")) == []
 
 
-def test_a_single_gateway_beside_group_members_warns_naming_them(
+def test_a_single_gateway_beside_group_members_refuses_to_start_naming_the_setting(
     kafka_bootstrap: str, group_member: str, tmp_path: Path
 ) -> None:
-    gateway = GatewayProcess(tmp_path / "single", kafka_bootstrap, env={"KQS_LOG_FORMAT": "json"})
+    gateway = GatewayProcess(tmp_path / "single", kafka_bootstrap, env=REFUSE)
+    with pytest.raises(RuntimeError, match="exited early"):
+        gateway.start()
+    assert gateway.wait() == SHARED_CLUSTER_EXIT
+    found = warnings_in(gateway.log_path)
+    assert len(found) == 1, gateway.log_tail()
+    assert found[0]["level"] == "error"
+    assert "KQS_PARTITION_OWNERSHIP=group" in str(found[0]["reason"])
+    assert f"{group_member}@" in str(found[0]["reason"])
+
+
+def test_a_single_gateway_beside_group_members_warns_naming_them_when_told_to(
+    kafka_bootstrap: str, group_member: str, tmp_path: Path
+) -> None:
+    gateway = GatewayProcess(
+        tmp_path / "single",
+        kafka_bootstrap,
+        env={"KQS_LOG_FORMAT": "json", "KQS_SHARED_CLUSTER": "warn"},
+    )
     gateway.start()
     try:
         found = warnings_in(gateway.log_path)
@@ -90,6 +123,7 @@ def test_a_single_gateway_beside_group_members_warns_naming_them(
     named = found[0]["members"]
     assert isinstance(named, list)
     assert [m for m in named if str(m).startswith(f"{group_member}@")]
+    assert "KQS_PARTITION_OWNERSHIP=group" in str(found[0]["msg"])
 
 
 def test_a_single_gateway_alone_on_its_cluster_does_not_warn(
@@ -97,8 +131,70 @@ def test_a_single_gateway_alone_on_its_cluster_does_not_warn(
 ) -> None:
     # The members of the tests above left when they closed (a LeaveGroup each).
     eventually(lambda: True if not members(kafka_bootstrap) else None, "an empty group", 10)
-    gateway = GatewayProcess(tmp_path / "alone", kafka_bootstrap, env={"KQS_LOG_FORMAT": "json"})
+    gateway = GatewayProcess(tmp_path / "alone", kafka_bootstrap, env=REFUSE)
     gateway.start()
     gateway.stop()
     assert warnings_in(gateway.log_path) == []
     assert "listening" in gateway.log_path.read_text()
+
+
+def test_a_gateway_restarted_after_a_crash_is_not_refused_by_its_own_membership(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Its dead membership names its own id (`<data-dir>/gateway-id`): itself, not another."""
+    gateway = GatewayProcess(tmp_path / "crashing", kafka_bootstrap, env=REFUSE)
+    gateway.start()
+    gateway.kill()
+    gateway.start()
+    gateway.stop()
+    assert warnings_in(gateway.log_path) == []
+    assert "other gateways on this cluster" not in gateway.log_path.read_text()
+
+
+def test_a_second_gateway_with_the_defaults_refuses_to_start_naming_the_first(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The issue's measured scenario began with this start: served beside the first, the
+    second delivered 780 of 960 messages a second time inside their lease."""
+    first = GatewayProcess(tmp_path / "first", kafka_bootstrap, env=REFUSE)
+    first.start()
+    try:
+        for mode in ("all", "group"):  # the default, and a group-mode gateway beside it
+            second = GatewayProcess(
+                tmp_path / f"second-{mode}",
+                kafka_bootstrap,
+                env={**REFUSE, "KQS_PARTITION_OWNERSHIP": mode},
+            )
+            with pytest.raises(RuntimeError, match="exited early"):
+                second.start(timeout_s=60)
+            assert second.wait() == SHARED_CLUSTER_EXIT
+            (refused,) = warnings_in(second.log_path)
+            assert gateway_id(first) in str(refused["reason"])
+            assert "KQS_PARTITION_OWNERSHIP=group" in str(refused["reason"])
+        # The first one never noticed: it serves on alone.
+        outcome = use_queues_at_once([first.endpoint], queues=4, messages=10, prefix="alone")
+        assert outcome.twice == 0 and not outcome.missing, outcome.report()
+    finally:
+        first.stop()
+
+
+def test_gateways_that_all_share_partitions_start_side_by_side_and_deliver_nothing_twice(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The same run as the issue's, with KQS_PARTITION_OWNERSHIP=group on both."""
+    env = {
+        **REFUSE,
+        "KQS_PARTITION_OWNERSHIP": "group",
+        "KQS_RECEIPT_SECRET": uuid.uuid4().hex,
+        "KQS_PARTITIONS": "4",
+    }
+    pair = [GatewayProcess(tmp_path / f"group-{n}", kafka_bootstrap, env=env) for n in "ab"]
+    try:
+        for gateway in pair:
+            gateway.start()
+        outcome = use_queues_at_once([g.endpoint for g in pair], QUEUES, MESSAGES, prefix="pair")
+        assert outcome.twice == 0 and not outcome.missing, outcome.report()
+        assert all(warnings_in(g.log_path) == [] for g in pair)
+    finally:
+        for gateway in pair:
+            gateway.stop()

@@ -15,7 +15,7 @@ def progress(**overrides: Any) -> dict[str, Any]:
         "numInputRows": 12,
         "durationMs": {"triggerExecution": 1500},
         "eventTime": {"watermark": "2026-11-23T09:59:00.000Z"},
-        "stateOperators": [{"numRowsRemoved": 3}],
+        "stateOperators": [{"numRowsRemoved": 3, "numRowsTotal": 40, "memoryUsedBytes": 9000}],
         "sink": {"numOutputRows": 4},
     }
     return {**base, **overrides}
@@ -30,6 +30,8 @@ def test_a_batch_line_names_query_batch_rows_duration_end_and_watermark() -> Non
         "duration_ms": 1500,
         "finished": "2026-11-23T10:00:01.500+00:00",
         "watermark": "2026-11-23T09:59:00.000Z",
+        "state_rows": 40,
+        "state_bytes": 9000,
     }
     assert batch_finished_at(progress()) == 1795428001.5
 

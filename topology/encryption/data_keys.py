@@ -1,0 +1,95 @@
+"""Data keys: one current key per queue, rotated on its reuse period, and the keys of the
+envelopes read, unwrapped once each.
+
+As in SQS, a queue's data key is reused for `KmsDataKeyReusePeriodSeconds` (60 s to 24 h,
+300 s by default), so the key provider (an external KMS is a network call) is asked once per
+period and queue rather than per message. A key is also retired after `MAX_USES_PER_KEY`
+envelopes: random 96-bit nonces stay safe under one AES-GCM key for 2^32 uses (NIST SP
+800-38D), and a busy queue with a day-long period could come near that.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from lease_store.clock import Clock
+from topology.encryption import envelope
+from topology.encryption.keys import KeyProvider
+
+DEFAULT_REUSE_S = 300
+MAX_USES_PER_KEY = 1 << 30
+# Unwrapped keys kept for opening: one per queue and reuse period in the retained messages of
+# the busiest queues; each costs ~1 KB. A miss costs one unwrap (a KMS call for KMS keys).
+OPEN_CACHE_KEYS = 4096
+
+
+@dataclass(slots=True)
+class DataKey:
+    """A data key in use for sealing: its cipher, and the envelope headers made with it."""
+
+    cipher: AESGCM
+    body_head: bytes
+    attributes_head: bytes
+    created_ms: int
+    uses: int = 0
+
+
+class DataKeys:
+    """The data keys of one process (the gateway, or a Kafka-native reader's deserializer)."""
+
+    def __init__(self, provider: KeyProvider, clock: Clock) -> None:
+        self._provider = provider
+        self._clock = clock
+        self._current: dict[tuple[str, str | None], DataKey] = {}
+        self._opened: OrderedDict[tuple[str, bytes], AESGCM] = OrderedDict()
+
+    def for_sealing(self, scope: str, key_ref: str | None, reuse_s: int) -> DataKey:
+        """The data key a queue (`scope`) seals with now: a new one once the current is
+        `reuse_s` old or used up. `key_ref`: the queue's KmsMasterKeyId, None for SQS-managed."""
+        now_ms = self._clock.now_ms()
+        key = self._current.get((scope, key_ref))
+        if key is None or now_ms - key.created_ms >= reuse_s * 1000 or key.uses >= MAX_USES_PER_KEY:
+            new = self._provider.new_data_key(key_ref)
+            cipher = AESGCM(new.plaintext)
+            key = DataKey(
+                cipher,
+                envelope.header(envelope.PURPOSE_BODY, new.key_id, new.wrapped),
+                envelope.header(envelope.PURPOSE_ATTRIBUTES, new.key_id, new.wrapped),
+                now_ms,
+            )
+            self._current[(scope, key_ref)] = key
+            self._remember((new.key_id, new.wrapped), cipher)  # its own envelopes open at once
+        return key
+
+    def seal(self, key: DataKey, purpose: bytes, plaintext: bytes) -> bytes:
+        key.uses += 1
+        head = key.body_head if purpose == envelope.PURPOSE_BODY else key.attributes_head
+        return envelope.seal(head, key.cipher, plaintext)
+
+    def open(self, sealed: bytes, purpose: bytes) -> bytes:
+        """The plaintext of an envelope; raises `EnvelopeError` (`UnknownMasterKey` for a
+        master key the provider does not hold)."""
+        found, key_id, wrapped, nonce_at = envelope.parse(sealed)
+        if found != purpose:
+            raise envelope.EnvelopeError(f"an envelope of purpose {found!r}, not {purpose!r}")
+        cipher = self._opened.get((key_id, wrapped))
+        if cipher is None:
+            try:
+                plaintext = self._provider.unwrap(key_id, wrapped)
+            except envelope.UnknownMasterKey:
+                raise
+            except ValueError as error:
+                raise envelope.EnvelopeError(str(error)) from error
+            cipher = AESGCM(plaintext)
+            self._remember((key_id, wrapped), cipher)
+        else:
+            self._opened.move_to_end((key_id, wrapped))
+        return envelope.open_with(sealed, nonce_at, cipher)
+
+    def _remember(self, wrapped: tuple[str, bytes], cipher: AESGCM) -> None:
+        self._opened[wrapped] = cipher
+        if len(self._opened) > OPEN_CACHE_KEYS:
+            self._opened.popitem(last=False)
