@@ -90,7 +90,7 @@ class Analytics:
                 out.append(json.loads(raw))
         return out
 
-    def wait_running(self, timeout_s: float = 600.0) -> float:
+    def wait_running(self, timeout_s: float = 1800.0) -> float:
         """Until the first batch of every query ended; returns when the queries started."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
