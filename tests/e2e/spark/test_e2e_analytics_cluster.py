@@ -43,7 +43,12 @@ from spark_streaming import jars, jobs
 from spark_streaming.settings import EVENTS_TOPIC, AnalyticsSettings
 from tests.support import analytics_oracle as oracle
 from tests.support.harness import ACCOUNT_ID, REGION, GatewayProcess, free_port, json_client
-from tests.support.spark_cluster import StandaloneCluster, SubmittedAnalytics, application_dir
+from tests.support.spark_cluster import (
+    READY_S,
+    StandaloneCluster,
+    SubmittedAnalytics,
+    application_dir,
+)
 from tests.support.workload import Workload, run_workload
 from topology import event_format
 from topology.embedded import broker
@@ -69,7 +74,13 @@ class Broker:
         self.bootstrap = f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        broker.start(self.data_dir, port=self.port, controller_port=self.controller_port)
+        # A restart beside a Spark cluster on a loaded machine outlasted the default 60 s.
+        broker.start(
+            self.data_dir,
+            port=self.port,
+            controller_port=self.controller_port,
+            ready_timeout=READY_S,
+        )
 
     def stop(self) -> None:
         broker.stop(self.data_dir, timeout=30)
