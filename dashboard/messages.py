@@ -138,6 +138,7 @@ async def _messages(request: web.Request) -> web.Response:
             "next_token": page.get("NextToken"),
             "oldest_available_ms": page.get("OldestAvailableTimestamp"),
             "retention_s": page.get("MessageRetentionPeriod"),
+            "topic_retention_ms": page.get("TopicRetentionMs"),
         },
         headers={"Cache-Control": "no-store"},
     )

@@ -339,7 +339,7 @@ async def _start(
         move_tasks,
         sink,
         replay_tasks,
-        Browser(clock, messages, leases, kafka.log_reader),
+        Browser(clock, messages, leases, kafka.log_reader, admin),
     )
     app[SETTLE_DELIVERED] = producer.settle_handed
     app[SIGNALS] = signals

@@ -301,7 +301,7 @@ class FifoOperations(StoreCore):
         get = batch_get(batch, self._kv.get)
         runs = self._group_runs(pk, vis, now_ms, max_messages, scan_limit, get)
         taken: dict[str, list[int]] = {}
-        for run in fifo_groups.serving_order(runs.values()):
+        for run in fifo_groups.serving_order(runs.values(), self._since_of(pk)):
             for offset in run.offsets:
                 if len(outcome.delivered) + len(outcome.dead_letter) >= max_messages:
                     break
@@ -350,33 +350,42 @@ class FifoOperations(StoreCore):
     ) -> dict[str, GroupRun]:
         """The groups met among the visible messages, read in log order, with what each may
         give: pages doubling from twice the number wanted (small first: an unread message's
-        group costs a read), each read to its end, until the settled groups fill the receive
-        (`fifo_groups.py`; within `ORDER_WINDOW` messages) or the scan ends."""
+        group costs a read), each read to its end, until the groups met fill the receive or
+        the scan ends; while a group back from flight is among them, until the settled groups
+        fill it (`fifo_groups.py`; within `ORDER_WINDOW` messages)."""
         groups = self._fifo_groups.setdefault(pk, {})
         if len(groups) > _FIFO_GROUP_CACHE:
             groups.clear()  # a bound, not an eviction policy: it refills as receives scan
         runs: dict[str, GroupRun] = {}
         found = 0
+        returned = False  # a group met gives a message back from flight first
         last_new: int | None = None  # the last never-received message read: the frontier
+        since_of = self._since_of(pk)
         page = page_end = max(16, 2 * max_messages)
         for scanned, offset in enumerate(islice(vis.ready_in_order(), scan_limit), 1):
             group = groups.get(offset)
             if group is None:
                 group = groups[offset] = self._message(pk, offset).message_group_id or ""
+            received = vis.was_received(offset)
             run = runs.get(group)
             if run is None:
                 run = runs[group] = GroupRun(group, hidden_offsets(pk, group, now_ms, get))
-                if not fifo_groups.head_hidden(run.hidden_from, offset):
-                    found += run.offer(offset, self._require_fact(pk, offset))
-            elif run.available:
-                found += run.offer(offset)
-            if not vis.was_received(offset):
+                if run.offer(offset, received):
+                    found += 1
+                    returned = returned or received
+            elif len(run.offsets) < max_messages and run.offer(offset):  # no more is taken
+                found += 1
+            if not received:
                 last_new = offset
             if scanned == page_end:
                 if found >= max_messages and (
-                    scanned >= fifo_groups.ORDER_WINDOW
-                    or fifo_groups.settled_count(runs.values(), self._frontier(pk, last_new))
-                    >= max_messages
+                    not returned
+                    or scanned >= fifo_groups.ORDER_WINDOW
+                    or (
+                        last_new is not None
+                        and fifo_groups.settled_count(runs.values(), since_of(last_new), since_of)
+                        >= max_messages
+                    )
                 ):
                     break
                 page = min(2 * page, 1024)
@@ -385,10 +394,11 @@ class FifoOperations(StoreCore):
                     page_end = fifo_groups.ORDER_WINDOW  # a page ends where the window does
         return runs
 
-    def _frontier(self, pk: PartitionKey, offset: int | None) -> fifo_groups.AvailableSince | None:
-        if offset is None:
-            return None
-        return fifo_groups.available_since(offset, self._require_fact(pk, offset))
+    def _since_of(self, pk: PartitionKey) -> fifo_groups.SinceOf:
+        def since_of(offset: int) -> fifo_groups.AvailableSince:
+            return fifo_groups.available_since(offset, self._require_fact(pk, offset))
+
+        return since_of
 
     def receive_fair(
         self,

@@ -31,17 +31,23 @@ Nothing here does I/O or reads a clock: the lease store hands in the facts it re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from lease_store.records import LeaseFact
 
-# Messages of a partition read, at most, to put its groups in the order AWS serves them.
-ORDER_WINDOW = 1024
+# Messages of a partition read, at most, to put its groups in the order AWS serves them. A
+# receive reads past the first page only while a group back from flight is among those met,
+# ahead of messages sent before its return (bench/fifo_group_order.py,
+# bench/results/archive/2026-12-02-fifo-group-order.md).
+ORDER_WINDOW = 256
 
 AvailableSince = tuple[int, int, int]
 """When a group became available, as an order: (ms, 1 if its message returned from flight
 else 0, offset of that message)."""
+
+SinceOf = Callable[[int], AvailableSince]
+"""When the visible message at an offset became visible (the lease store reads its fact)."""
 
 
 def available_since(offset: int, fact: LeaseFact) -> AvailableSince:
@@ -51,17 +57,19 @@ def available_since(offset: int, fact: LeaseFact) -> AvailableSince:
 
 @dataclass(slots=True)
 class GroupRun:
-    """What a receive found of one group: its visible messages it may take, in order.
+    """What a receive found of one group: the visible messages it may take, in log order.
 
-    `hidden` are the group's offsets out of sight (ascending) that the receive knows of, and
-    `since` when the group became available (None: not yet seen, or its oldest message is
-    hidden).
+    `hidden` are the group's offsets out of sight (ascending) that the receive knows of;
+    `returned` whether its oldest visible message came back from flight (it was received
+    before); `since` when the group became available, once asked (`available_since`).
     """
 
     group: str
     hidden: list[int] = field(default_factory=list)
-    since: AvailableSince | None = None
     offsets: list[int] = field(default_factory=list)
+    returned: bool = False
+    blocked: bool = False
+    since: AvailableSince | None = None
 
     @property
     def hidden_from(self) -> int | None:
@@ -70,37 +78,50 @@ class GroupRun:
 
     @property
     def available(self) -> bool:
-        return self.since is not None
+        return bool(self.offsets)
 
-    def offer(self, offset: int, fact: LeaseFact | None = None) -> bool:
+    def offer(self, offset: int, returned: bool = False) -> bool:
         """A visible message of the group, read in log order; returns whether it may be
         taken (before the first hidden one). The first one offered is the group's oldest
-        visible message; `fact` (its lease fact) is needed then, to know when it became
-        visible, unless a hidden message precedes it."""
+        visible message: if a hidden one precedes it, the group is not available at all."""
+        if self.blocked:
+            return False
         if head_hidden(self.hidden_from, offset):
+            self.blocked = not self.offsets
             return False  # behind an in-flight message: hidden with it
-        if self.since is None:
-            if self.offsets or fact is None:
-                raise ValueError("the group's oldest visible message comes first, with its fact")
-            self.since = available_since(offset, fact)
+        if not self.offsets:
+            self.returned = returned
         self.offsets.append(offset)
         return True
 
+    def available_since(self, since_of: SinceOf) -> AvailableSince:
+        if self.since is None:
+            self.since = since_of(self.offsets[0])
+        return self.since
+
 
 def head_hidden(hidden_from: int | None, offset: int) -> bool:
-    """Whether a group whose first visible message is at `offset` waits for a hidden one."""
+    """Whether a group's message at `offset` waits for a hidden one before it."""
     return hidden_from is not None and hidden_from < offset
 
 
-def settled_count(runs: Iterable[GroupRun], frontier: AvailableSince | None) -> int:
+def settled_count(runs: Iterable[GroupRun], frontier: AvailableSince, since_of: SinceOf) -> int:
     """How many messages the settled groups (available no later than `frontier`) hold."""
-    if frontier is None:
-        return 0
-    return sum(len(run.offsets) for run in runs if run.since is not None and run.since <= frontier)
+    return sum(
+        len(run.offsets)
+        for run in runs
+        if run.available and run.available_since(since_of) <= frontier
+    )
 
 
-def serving_order(runs: Iterable[GroupRun]) -> list[GroupRun]:
-    """The available groups, in the order they became available."""
-    available = [run for run in runs if run.since is not None]
-    available.sort(key=lambda run: run.since or (0, 0, 0))
+def serving_order(runs: Iterable[GroupRun], since_of: SinceOf) -> list[GroupRun]:
+    """The available groups, in the order they became available.
+
+    While none came back from flight, that is the order of their oldest messages in the log
+    (messages never received became available as they were sent), and no fact is read."""
+    available = [run for run in runs if run.available]
+    if any(run.returned for run in available):
+        available.sort(key=lambda run: run.available_since(since_of))
+    else:
+        available.sort(key=lambda run: run.offsets[0])
     return available

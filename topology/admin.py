@@ -205,6 +205,15 @@ class TopicAdmin:
             for future in futures.values():
                 await _wait(future)
 
+    async def topic_config(self, name: str) -> dict[str, str]:
+        """The topic's configuration as the broker applies it (defaults included): what
+        `kqs peek` and PeekMessages show of a queue topic's `retention.ms`."""
+        resource = ConfigResource("topic", name)
+        futures = self._admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
+        (future,) = futures.values()
+        entries = await _wait(future)
+        return {key: str(entry.value) for key, entry in entries.items() if entry.value is not None}
+
     async def delete_records_before(self, name: str, partition: int, offset: int) -> None:
         """Kafka DeleteRecords: advance the log start offset of a partition to `offset`."""
         futures = self._admin.delete_records(

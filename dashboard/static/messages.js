@@ -91,7 +91,9 @@ async function load(append) {
     document.getElementById("none").hidden = rows.children.length > 0;
     const days = (page.retention_s / 86400).toFixed(2);
     document.getElementById("retention").textContent =
-      `Retention ${page.retention_s} s (${days} days) · a replay can reach back to ${iso(page.oldest_available_ms)}`;
+      `Retention ${page.retention_s} s (${days} days)` +
+      (page.topic_retention_ms ? ` · topic retention.ms ${page.topic_retention_ms}` : "") +
+      ` · a replay can reach back to ${iso(page.oldest_available_ms)}`;
     status.className = "status";
     status.textContent = `${rows.children.length} messages · ${page.queue_url}`;
     document.body.dataset.loaded = String(rows.children.length);

@@ -6,7 +6,8 @@ MessageAttributes and their MD5), with no ReceiptHandle, the body cut to
 (VISIBLE, IN_FLIGHT, DELAYED, DELETED, UNKNOWN), KqsVisibleAtTimestamp (in flight or delayed
 until), KqsPartition and KqsOffset, KqsBodyLength, and the replay origin of a replayed
 message. The answer also says how far back a replay of the queue can reach
-(OldestAvailableTimestamp) and the queue's MessageRetentionPeriod. Nothing changes by
+(OldestAvailableTimestamp), the queue's MessageRetentionPeriod and its topic's retention.ms
+(TopicRetentionMs: the period plus `limits.RETENTION_MARGIN_MS`). Nothing changes by
 looking: see `gateway/sqs/replay/browse.py`.
 """
 
@@ -125,6 +126,8 @@ async def handle(req: PeekMessagesRequest, ctx: RequestContext) -> Result:
         "OldestAvailableTimestamp": page.oldest_available_ms,
         "MessageRetentionPeriod": page.retention_s,
     }
+    if page.topic_retention_ms is not None:
+        result["TopicRetentionMs"] = page.topic_retention_ms
     if page.next_token is not None:
         result["NextToken"] = page.next_token
     return result

@@ -220,9 +220,11 @@ def peek(args: argparse.Namespace) -> int:
         )
         return 0
     retention_s = page.get("MessageRetentionPeriod", 0)
+    topic = page.get("TopicRetentionMs")
+    topic_text = f"; the topic keeps records {topic} ms" if topic is not None else ""
     _out(
-        f"retention {retention_s} s ({retention_s / 86400:.2f} days); a replay can reach back "
-        f"to {iso(page['OldestAvailableTimestamp'])}"
+        f"retention {retention_s} s ({retention_s / 86400:.2f} days){topic_text}; a replay can "
+        f"reach back to {iso(page['OldestAvailableTimestamp'])}"
     )
     _out(f"{'sent':<20} {'status':<9} {'rc':>3} {'message id':<36}  body")
     for message in shown:

@@ -128,6 +128,7 @@ def _shapes(query: bool) -> dict[str, Any]:
                 "NextToken": {"shape": "KqsString"},
                 "OldestAvailableTimestamp": {"shape": "KqsLong"},
                 "MessageRetentionPeriod": {"shape": "KqsInteger"},
+                "TopicRetentionMs": {"shape": "KqsLong"},
             },
         },
     }

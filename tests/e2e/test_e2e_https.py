@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import SSLError
 
-from tests.support.certificates import CertificateAuthority
-from tests.support.harness import GatewayProcess, client_for, free_port
+from tests.support.certificates import CertificateAuthority, https_gateway
+from tests.support.harness import GatewayProcess, client_for
 
 AWS = Path(sys.executable).with_name("aws")
 
@@ -27,19 +27,6 @@ AWS = Path(sys.executable).with_name("aws")
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
     return CertificateAuthority(tmp_path_factory.mktemp("https-ca"))
-
-
-def https_gateway(
-    ca: CertificateAuthority, kafka_bootstrap: str, work: Path, front: str
-) -> GatewayProcess:
-    server = ca.pem("localhost", hosts=("localhost", "127.0.0.1"), server=True)
-    return GatewayProcess(
-        work,
-        kafka_bootstrap,
-        env={"KQS_HTTP_FRONT": front, "KQS_TLS_CERT": str(server.cert)},
-        args=["--tls-key", str(server.key), "--http-port", str(free_port())],
-        tls_ca=ca.cert,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -205,6 +205,7 @@ def test_peeking_shows_each_state_and_changes_nothing(kqs: Any) -> None:
     assert "ReceiptHandle" not in in_flight
     assert counts(kqs, url) == before
     assert first["MessageRetentionPeriod"] == 345600
+    assert first["TopicRetentionMs"] == 345600 * 1000 + 3_600_000  # the period and a 1 h margin
     assert first["OldestAvailableTimestamp"] <= int(time.time() * 1000) - 345_000_000
     visible = kqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])
     assert sorted(m["Body"] for m in visible["Messages"]) == ["visible 1", "visible 2"]

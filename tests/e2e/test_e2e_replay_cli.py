@@ -71,6 +71,7 @@ def test_kqs_peek_shows_messages_and_how_far_back_a_replay_reaches(sqs: Any) -> 
     # Then both show what they should, and the visible message was not received
     assert everything.returncode == 0, everything.stderr
     assert "a replay can reach back to" in everything.stdout
+    assert "the topic keeps records 349200000 ms" in everything.stdout
     assert re.search(r"DELETED\s+- .* gone", everything.stdout), everything.stdout
     assert re.search(r"VISIBLE\s+0 .* still here", everything.stdout), everything.stdout
     assert everything.stdout.rstrip().endswith("2 messages")

@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tests.support.harness import GatewayProcess, free_port
+
 
 @dataclass(frozen=True)
 class Pem:
@@ -129,3 +131,18 @@ class CertificateAuthority:
             )
         )
         return path
+
+
+def https_gateway(
+    ca: CertificateAuthority, kafka_bootstrap: str, work: Path, front: str = "lean"
+) -> GatewayProcess:
+    """A gateway (not started) serving HTTPS at https://localhost:<port> with a certificate
+    `ca` signed, and plain HTTP on another port (`--http-port`), behind `front`."""
+    server = ca.pem("localhost", hosts=("localhost", "127.0.0.1"), server=True)
+    return GatewayProcess(
+        work,
+        kafka_bootstrap,
+        env={"KQS_HTTP_FRONT": front, "KQS_TLS_CERT": str(server.cert)},
+        args=["--tls-key", str(server.key), "--http-port", str(free_port())],
+        tls_ca=ca.cert,
+    )

@@ -139,7 +139,9 @@ def secure_kafka(
     data_dir = work / "broker"
     port, controller_port = free_port(), free_port()
     try:
-        broker.start(data_dir, port, controller_port, HOST, heap="512m", secure=secure)
+        broker.start(
+            data_dir, port, controller_port, HOST, heap="512m", secure=secure, ready_timeout=180
+        )
         yield SecureKafka(
             f"{HOST}:{port}",
             f"{HOST}:{secure.ssl_port}",

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from confluent_kafka import KafkaException
+
 from gateway.common.errors import InvalidParameterValue
 from gateway.sqs.messages.service import MessageService
 from gateway.sqs.queues import attribute_int
@@ -35,6 +37,7 @@ from lease_store.clock import Clock
 from lease_store.keys import PartitionKey
 from lease_store.records import LeaseFact
 from lease_store.store import LeaseStore
+from topology.admin import TopicAdmin
 from topology.catalog import QueueRecord, partition_keys
 from topology.log_reader import LoggedMessage, LogReader
 
@@ -64,6 +67,7 @@ class Page:
     next_token: str | None
     oldest_available_ms: int
     retention_s: int
+    topic_retention_ms: int | None  # the queue topic's retention.ms, as the broker has it
 
 
 def _encode_token(newest_first: bool, cursors: dict[int, int]) -> str:
@@ -86,11 +90,13 @@ class Browser:
         messages: MessageService,
         leases: LeaseStore,
         new_reader: Callable[[], LogReader],
+        admin: TopicAdmin,
     ) -> None:
         self._clock = clock
         self._messages = messages
         self._leases = leases
         self._new_reader = new_reader
+        self._admin = admin
 
     async def page(
         self,
@@ -158,11 +164,16 @@ class Browser:
         oldest = ranges.oldest_available_ms(
             view, self._clock.now_ms(), attribute_int(record, "MessageRetentionPeriod")
         )
+        try:
+            retention_ms = (await self._admin.topic_config(record.topic)).get("retention.ms")
+        except KafkaException:
+            retention_ms = None  # the page is worth answering without it
         return Page(
             page,
             _encode_token(newest_first, cursors) if more else None,
             oldest,
             attribute_int(record, "MessageRetentionPeriod"),
+            int(retention_ms) if retention_ms is not None else None,
         )
 
     def _state(

@@ -45,39 +45,52 @@ def test_a_group_gives_its_visible_messages_up_to_the_first_hidden_one() -> None
     # Given a group whose message at offset 5 is in flight
     run = GroupRun("g", hidden=[5, 9])
     # When its visible messages are offered in log order
-    offered = [run.offer(2, a_fact(T0)), run.offer(4), run.offer(6), run.offer(10)]
+    offered = [run.offer(2), run.offer(4), run.offer(6), run.offer(10)]
     # Then those before 5 may be taken, the others are hidden with it
     assert offered == [True, True, False, False]
-    assert run.offsets == [2, 4] and run.since == (T0, 0, 2)
+    assert run.offsets == [2, 4] and run.available
 
 
 def test_a_group_whose_oldest_message_is_hidden_is_not_available() -> None:
+    run = GroupRun("g", hidden=[3])
+    assert [run.offer(4), run.offer(2)] == [False, False]
+    assert not run.available
     assert fifo_groups.head_hidden(3, 4)
     assert not fifo_groups.head_hidden(5, 4)
     assert not fifo_groups.head_hidden(None, 4)
 
 
-def test_the_oldest_visible_message_must_come_with_its_fact() -> None:
-    with pytest.raises(ValueError, match="oldest visible message"):
-        GroupRun("g").offer(1)
+def since_from(facts: dict[int, LeaseFact]) -> fifo_groups.SinceOf:
+    return lambda offset: fifo_groups.available_since(offset, facts[offset])
+
+
+def test_groups_of_messages_never_received_are_served_in_log_order_without_reading_facts() -> None:
+    runs = [GroupRun("b", offsets=[4]), GroupRun("a", offsets=[1, 2]), GroupRun("c", hidden=[0])]
+
+    def no_fact(offset: int) -> fifo_groups.AvailableSince:
+        raise AssertionError(f"read the fact of {offset}")
+
+    assert [run.group for run in fifo_groups.serving_order(runs, no_fact)] == ["a", "b"]
 
 
 def test_groups_are_served_in_the_order_they_became_available() -> None:
     # Given a group returned from flight at T0+9, one waiting since T0+3, one hidden
-    returned = GroupRun("a", since=(T0 + 9, 1, 0), offsets=[0, 1])
-    waiting = GroupRun("b", since=(T0 + 3, 0, 2), offsets=[2])
-    hidden = GroupRun("c", hidden=[3])
+    returned = GroupRun("a", offsets=[0, 1], returned=True)
+    waiting = GroupRun("b", offsets=[2])
+    hidden = GroupRun("c", hidden=[3], blocked=True)
+    facts = {0: a_fact(T0 + 9, receive_count=1), 2: a_fact(T0 + 3)}
     # Then the waiting group comes first and the hidden one not at all
-    order = fifo_groups.serving_order([returned, waiting, hidden])
+    order = fifo_groups.serving_order([returned, waiting, hidden], since_from(facts))
     assert [run.group for run in order] == ["b", "a"]
 
 
 def test_only_groups_available_before_the_frontier_are_settled() -> None:
-    early = GroupRun("a", since=(T0, 0, 0), offsets=[0, 1])
-    late = GroupRun("b", since=(T0 + 9, 1, 2), offsets=[2])
-    assert fifo_groups.settled_count([early, late], (T0 + 1, 0, 5)) == 2
-    assert fifo_groups.settled_count([early, late], (T0 + 9, 1, 2)) == 3
-    assert fifo_groups.settled_count([early, late], None) == 0
+    early = GroupRun("a", offsets=[0, 1])
+    late = GroupRun("b", offsets=[2], returned=True)
+    facts = {0: a_fact(T0), 2: a_fact(T0 + 9, receive_count=1)}
+    since_of = since_from(facts)
+    assert fifo_groups.settled_count([early, late], (T0 + 1, 0, 5), since_of) == 2
+    assert fifo_groups.settled_count([early, late], (T0 + 9, 1, 2), since_of) == 3
 
 
 # -- the store, replaying what AWS answered ------------------------------------------------------

@@ -1357,3 +1357,25 @@ def test_facts_lists_every_message_held_lowest_offset_first_across_pages(
     # Then each remaining offset once, in order, with its current fact
     assert [offset for offset, _ in facts] == [o for o in range(2_500) if o not in removed]
     assert dict(facts)[held.offset].receive_count == 1
+
+
+# -- retries with the same receipt handle (issue 55) ----------------------------------------
+
+
+@on_every_backend
+def test_a_visibility_change_retried_with_the_same_handle_succeeds_again(
+    store: LeaseStore, clock: ManualClock
+) -> None:
+    """A client that got no answer (or a 503) to a change that took effect retries it."""
+    # Given a received message whose visibility was changed once
+    store.ingest(PK, records([0]), clock.now_ms())
+    (delivery,) = receive(store, clock).delivered
+    epoch = delivery.fact.receive_count
+    store.change_visibility(PK, 0, epoch=epoch, now_ms=clock.now_ms(), visibility_ms=60_000)
+    # When the same change comes again with the same handle's epoch
+    store.change_visibility(PK, 0, epoch=epoch, now_ms=clock.now_ms(), visibility_ms=60_000)
+    # Then it succeeded, and the message stays hidden for that time
+    clock.advance(59 * SECOND_MS)
+    assert counts(store, clock).in_flight == 1
+    clock.advance(2 * SECOND_MS)
+    assert counts(store, clock).visible == 1
