@@ -251,6 +251,19 @@ def test_a_kafka_native_reader_with_the_master_key_reads_an_encrypted_queue(
     assert all(marker.encode() not in value for value in raw_values)
 
 
+def test_a_kms_queue_still_lists_its_reuse_period_at_the_default(sqs: Any) -> None:
+    # Issue 54 item 9's other half: without a key the default period is not listed (AWS shows
+    # none), but a queue with a KmsMasterKeyId lists it even at its default.
+    url = _new_queue(sqs, "kms", KmsMasterKeyId="alias/aws/sqs", SqsManagedSseEnabled="false")
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"KmsDataKeyReusePeriodSeconds": "300"})
+    names = ["KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds"]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    assert attributes == {
+        "KmsMasterKeyId": "alias/aws/sqs",
+        "KmsDataKeyReusePeriodSeconds": "300",
+    }
+
+
 def test_after_a_restart_the_gateway_opens_what_it_sealed_before(
     keyed_gateway: GatewayProcess, protocol: str
 ) -> None:

@@ -20,6 +20,14 @@ import pytest
 from tests.support.harness import GatewayProcess, free_port
 from tests.support.queues_at_once import use_queues_at_once
 
+# Opt-in (KQS_AT_ONCE_TEST=1): on df5905c it did not reproduce the double delivery it was written
+# for (2 runs of 24 x 40), and test_group_check.py runs the same use of queues at once
+# through two group-mode gateways in every run; this one adds ~45 s of `--workers 2` to CI.
+pytestmark = pytest.mark.skipif(
+    os.environ.get("KQS_AT_ONCE_TEST") != "1",
+    reason="set KQS_AT_ONCE_TEST=1 (kqs serve --workers 2 with queues created and used at once)",
+)
+
 QUEUES = int(os.environ.get("KQS_AT_ONCE_QUEUES", "8"))
 MESSAGES = int(os.environ.get("KQS_AT_ONCE_MESSAGES", "10"))
 PARTITIONS = 4
