@@ -1,6 +1,6 @@
 """KQS on a Kafka cluster that refuses plaintext: one jar broker for the module with a SASL_SSL
 listener, an mTLS listener and the StandardAuthorizer, SCRAM users created through the admin
-API, and only the ACLs README lists (`topology/acls.py`) granted.
+API, and only the ACLs docs/GUIDE.md lists (`topology/acls.py`) granted.
 
 - the whole message path through two gateways in group mode (sent through one, received
   through the other), whose every Kafka client logs in with SCRAM from a Java-style
@@ -84,7 +84,7 @@ def test_the_message_path_runs_over_sasl_ssl_with_only_the_documented_acls(
 ) -> None:
     sender, sqs = (client_for(protocol, g.endpoint) for g in gateways)
     # Given a queue of two partitions created through one of two gateways that may do only
-    # what README grants them
+    # what docs/GUIDE.md grants them
     url = sender.create_queue(
         QueueName=f"secure-{protocol}", Attributes={"VisibilityTimeout": "30"}
     )["QueueUrl"]

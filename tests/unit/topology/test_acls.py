@@ -1,4 +1,4 @@
-"""README's "Kafka ACLs" are the grants `topology/acls.py` holds (which the SASL_SSL test
+"""The Kafka ACLs docs/GUIDE.md lists are the grants `topology/acls.py` holds (which the SASL_SSL test
 grants, and nothing more: tests/e2e/test_e2e_kafka_security.py)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from gateway.common.denials import missing_acl
 from topology import acls
 from topology.producer import ProduceFailed
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+GUIDE = Path(__file__).resolve().parents[3] / "docs" / "GUIDE.md"
 
 
-def test_readme_lists_exactly_the_grants_kqs_needs() -> None:
-    lines = {line for line in README.read_text().splitlines() if line.startswith("kafka-acls.sh")}
+def test_the_guide_lists_exactly_the_grants_kqs_needs() -> None:
+    lines = {line for line in GUIDE.read_text().splitlines() if line.startswith("kafka-acls.sh")}
     expected = {g.command("User:kqs-gateway") for g in acls.GATEWAY} | {
         g.command("User:kqs-analytics") for g in acls.ANALYTICS
     }
