@@ -1,6 +1,7 @@
-"""README's "Connect from…" snippets are copied verbatim from code the client tests run.
+"""The client snippets of README's "Connect from…" and docs/CLIENTS.md are copied verbatim from
+code the client tests run.
 
-Each snippet in README.md follows a line ``<!-- snippet: PATH NAME -->``; in PATH, the lines
+Each snippet in those pages follows a line ``<!-- snippet: PATH NAME -->``; in PATH, the lines
 between the comments ``README: begin NAME`` and ``README: end NAME`` (dedented) must equal
 the snippet's code block exactly, so a README example cannot drift from what is tested.
 """
@@ -37,8 +38,8 @@ def marked_region(path: Path, name: str) -> str:
 
 
 def test_readme_snippets_are_copied_from_tested_code() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    found = SNIPPET.findall(readme)
+    pages = [REPO / "README.md", REPO / "docs" / "CLIENTS.md"]
+    found = [s for page in pages for s in SNIPPET.findall(page.read_text(encoding="utf-8"))]
     assert {name for _, name, _ in found} == EXPECTED
     for path, name, block in found:
-        assert block == marked_region(REPO / path, name), f"README snippet {name} != {path}"
+        assert block == marked_region(REPO / path, name), f"snippet {name} != {path}"
