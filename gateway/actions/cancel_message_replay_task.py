@@ -9,7 +9,7 @@ from gateway.actions.action import Action, Result
 from gateway.actions.context import RequestContext
 from gateway.actions.params import Params
 from gateway.common.errors import InvalidParameterValue, ResourceNotFound
-from gateway.sqs.replay.tasks import decode_handle
+from gateway.sqs.move_tasks import decode_handle
 
 
 @dataclass(frozen=True)

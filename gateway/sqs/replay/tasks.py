@@ -45,8 +45,6 @@ another gateway is written to the log, and the runner reads it there.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
 import time
@@ -69,6 +67,9 @@ from gateway.common.errors import (
 from gateway.observability.events import EventSink
 from gateway.sqs.fifo import FifoService
 from gateway.sqs.messages.service import MessageService
+
+# A replay task's TaskHandle is shaped as a move task's (the task id and the source ARN).
+from gateway.sqs.move_tasks import encode_handle
 from gateway.sqs.queues import QueueRegistry, attribute_int, is_fifo
 from gateway.sqs.replay import ranges
 from lease_store.clock import Clock
@@ -150,20 +151,6 @@ class ReplayTask:
 
     def logged(self) -> LoggedTask:
         return LoggedTask(self.task_id, self.source.topic, self.summary.encode())
-
-
-def encode_handle(task_id: str, source_arn: str) -> str:
-    """An opaque TaskHandle, as a move task's: base64 of the task id and the source ARN."""
-    return base64.b64encode(f"{task_id}&{source_arn}".encode()).decode("ascii")
-
-
-def decode_handle(handle: str) -> tuple[str, str] | None:
-    try:
-        task_id, _, source_arn = base64.b64decode(handle, validate=True).decode().partition("&")
-        uuid.UUID(task_id)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
-    return (task_id, source_arn) if source_arn else None
 
 
 @dataclass(frozen=True)
