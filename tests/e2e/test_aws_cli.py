@@ -3,37 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.aws_cli import AWS, run_aws
 from tests.support.harness import GatewayProcess
-
-AWS = Path(sys.executable).with_name("aws")
 
 
 def aws(gateway: GatewayProcess, *args: str) -> Any:
-    env = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    }
-    done = subprocess.run(
-        [str(AWS), "--endpoint-url", gateway.endpoint, "--output", "json", "sqs", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    done = run_aws(gateway.endpoint, "sqs", *args)
     if done.returncode != 0:
         raise AssertionError(f"aws sqs {' '.join(args)} failed: {done.stderr}")
     return json.loads(done.stdout) if done.stdout.strip() else None

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import ssl
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -18,10 +16,9 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import SSLError
 
+from tests.support.aws_cli import AWS, run_aws
 from tests.support.certificates import CertificateAuthority, https_gateway
 from tests.support.harness import GatewayProcess, client_for
-
-AWS = Path(sys.executable).with_name("aws")
 
 
 @pytest.fixture(scope="module")
@@ -95,23 +92,7 @@ def test_the_aws_cli_with_ca_bundle(gateway: GatewayProcess, ca: CertificateAuth
     assert AWS.exists(), f"the AWS CLI is installed with the test extra; not found at {AWS}"
 
     def aws(*args: str) -> object:
-        env = {
-            **os.environ,
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_CONFIG_FILE": os.devnull,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        }
-        done = subprocess.run(
-            [str(AWS), "--endpoint-url", gateway.endpoint, "--ca-bundle", str(ca.cert)]
-            + ["--output", "json", "sqs", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        done = run_aws(gateway.endpoint, "--ca-bundle", str(ca.cert), "sqs", *args)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout) if done.stdout.strip() else None
 

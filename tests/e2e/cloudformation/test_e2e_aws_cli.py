@@ -6,39 +6,21 @@ that fails half-way. The queues are checked through SQS afterwards."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.aws_cli import AWS, run_aws
 from tests.support.cloudformation import APP_TEMPLATE, queue_exists, stack_name
 from tests.support.harness import GatewayProcess, json_client
-
-AWS = Path(sys.executable).with_name("aws")
 
 
 def aws(
     gateway: GatewayProcess, *args: str, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    }
-    done = subprocess.run(
-        [str(AWS), "--endpoint-url", gateway.endpoint, "--output", "json", "cloudformation", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    done = run_aws(gateway.endpoint, "cloudformation", *args, timeout=120)
     if check and done.returncode != 0:
         raise AssertionError(f"aws cloudformation {' '.join(args)} failed: {done.stderr}")
     return done
