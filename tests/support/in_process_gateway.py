@@ -85,6 +85,10 @@ class AnsweringForwarder(Forwarder):
             total = total + Counts(visible=1)  # each owner holds one visible message
         return total
 
+    async def purge(self, owner: Owner, topic: str, ends: dict[int, int]) -> int:
+        self._answer("purge", owner, ",".join(f"{p}:{e}" for p, e in sorted(ends.items())))
+        return len(ends)  # one message dropped per partition
+
     async def receive_attempt(
         self,
         owner: Owner,

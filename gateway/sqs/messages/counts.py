@@ -48,13 +48,15 @@ class Counting(Sending):
         try:
             return await self._queue_counts_once(record)
         except OwnerGone as gone:
-            owners = self.owners(record, partition_keys(record))
-            moving = owners.get(gone.owner, []) if gone.owner is not None else []
-            # Waited for together, as deletes wait for their partitions: 15 s at most in all.
-            await asyncio.gather(
-                *(self.until_moved(record, pk.partition, gone.owner) for pk in moving)
-            )
+            await self._until_moved_from(record, gone)
             return await self._queue_counts_once(record)
+
+    async def _until_moved_from(self, record: QueueRecord, gone: OwnerGone) -> None:
+        """Wait until the queue's partitions the gone owner served are served elsewhere."""
+        owners = self.owners(record, partition_keys(record))
+        moving = owners.get(gone.owner, []) if gone.owner is not None else []
+        # Waited for together, as deletes wait for their partitions: 15 s at most in all.
+        await asyncio.gather(*(self.until_moved(record, pk.partition, gone.owner) for pk in moving))
 
     async def _queue_counts_once(self, record: QueueRecord) -> Counts:
         total = self.counts(record)
@@ -194,6 +196,20 @@ class Counting(Sending):
         await changes.confirmed()
         return dropped
 
+    async def _purge_everywhere(self, record: QueueRecord) -> tuple[list[int], int]:
+        """Purge every partition at its end offset now, here and at the gateways serving the
+        others; returns the end offsets and how many messages were dropped."""
+        ends = await self._registry.topic_end_offsets(record)
+        if self._registry.current(record) is None:
+            raise QueueDoesNotExist()  # deleted while the offsets were fetched
+        dropped = await self.purge_here(
+            record, {pk.partition: ends[pk.partition] for pk in self.served(record)}
+        )
+        for owner, pks in self.owners(record, partition_keys(record)).items():
+            ends_there = {pk.partition: ends[pk.partition] for pk in pks}
+            dropped += await self.forwarder_for(owner).purge(owner, record.topic, ends_there)
+        return ends, dropped
+
     async def purge(self, record: QueueRecord) -> None:
         """Delete every message in the queue when called (PurgeQueue); once per 60 s.
 
@@ -209,18 +225,16 @@ class Counting(Sending):
             )
         self._purged_at_ms[record.topic] = now_ms  # before any await: a concurrent purge waits
         try:
-            ends = await self._registry.topic_end_offsets(record)
+            try:
+                ends, dropped = await self._purge_everywhere(record)
+            except OwnerGone as gone:  # a rebalance: purged again where the partitions went
+                await self._until_moved_from(record, gone)
+                ends, dropped = await self._purge_everywhere(record)
         except BaseException:
-            self._purged_at_ms.pop(record.topic, None)  # nothing was purged: allow a retry
+            # The client is told the purge failed and retries it (SDKs retry 5xx): the retry
+            # must purge, not be refused as in progress. Purging twice is harmless.
+            self._purged_at_ms.pop(record.topic, None)
             raise
-        if self._registry.current(record) is None:
-            raise QueueDoesNotExist()  # deleted while the offsets were fetched
-        dropped = await self.purge_here(
-            record, {pk.partition: ends[pk.partition] for pk in self.served(record)}
-        )
-        for owner, pks in self.owners(record, partition_keys(record)).items():
-            ends_there = {pk.partition: ends[pk.partition] for pk in pks}
-            dropped += await self.forwarder_for(owner).purge(owner, record.topic, ends_there)
         self._events.purged(record, dropped)
         log.info("queue purged", extra={"queue": record.key, "messages": dropped})
         # The purge has taken effect; trimming the log only reclaims space (the purge
