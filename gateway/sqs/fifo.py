@@ -35,7 +35,7 @@ from lease_store.clock import Clock
 from lease_store.errors import LeaseError
 from lease_store.fifo_claims import Claim, claim_partition
 from lease_store.keys import PartitionKey
-from lease_store.notes import KIND_ATTEMPT, KIND_CLAIM
+from lease_store.notes import KIND_ATTEMPT, KIND_CLAIM, encode_note
 from lease_store.records import StoredMessage
 from lease_store.store import LeaseStore
 from topology.catalog import QueueRecord, group_partition, partition_keys
@@ -237,12 +237,15 @@ class FifoService:
             raise ServiceUnavailable(
                 "A message with this MessageDeduplicationId is being sent; try again."
             )
-        if claim is None:
+        if noted is None or claim is None:
             claim = Claim.of(message, self._target(record, message, claimed=True).partition)
             raw = self._leases.write_note(
                 claim_pk, KIND_CLAIM, key, now_ms, claim.encode(), sync=True
             )
-            await self._messages.publish_note_acknowledged(claim_pk, KIND_CLAIM, key, raw)
+        else:
+            # Published again: the first try may have failed before the changelog had it.
+            raw = encode_note(*noted)
+        await self._messages.publish_note_acknowledged(claim_pk, KIND_CLAIM, key, raw)
         sent = await self.send(record, claim.resend(message), claimed=True)
         confirmed = replace(claim, message_id=sent.message_id).with_offset(
             int(sent.sequence_number)
