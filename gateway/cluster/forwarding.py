@@ -367,12 +367,20 @@ class Forwarder:
             {"topic": topic, "handle": receipt_handle, "visibility_s": visibility_s},
         )
 
-    async def fifo_send(self, owner: Owner, topic: str, message: StoredMessage) -> FifoSent:
-        """A FIFO send, deduplicated by the owner of its group's partition."""
+    async def fifo_send(
+        self, owner: Owner, topic: str, message: StoredMessage, claimed: bool = False
+    ) -> FifoSent:
+        """A FIFO send, deduplicated by the owner of its group's partition, or first claimed
+        by the owner of its deduplication id's claim partition (`claimed` False, scope
+        `queue`: `lease_store/fifo_claims.py`)."""
         answer = await self.call(
             owner,
             "fifo_send",
-            {"topic": topic, "message": base64.b64encode(message.encode()).decode()},
+            {
+                "topic": topic,
+                "message": base64.b64encode(message.encode()).decode(),
+                "claimed": claimed,
+            },
         )
         return FifoSent(
             str(answer["message_id"]), str(answer["sequence_number"]), bool(answer["duplicate"])
