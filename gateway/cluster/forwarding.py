@@ -132,10 +132,26 @@ def decode_lease_error(raw: dict[str, Any]) -> LeaseError:
     return cls(*[str(a) for a in raw.get("args", [])])
 
 
-def _gone(owner: Owner) -> OwnerGone:
+def _gone(owner: Owner, why: str = "") -> OwnerGone:
     return OwnerGone(
-        "The gateway serving this queue partition could not be reached. Retry later.", owner
+        f"The gateway serving this queue partition could not be reached{why}. Retry later.",
+        owner,
     )
+
+
+def untrusted_peer(owner: Owner, error: aiohttp.ClientConnectorCertificateError) -> OwnerGone:
+    """The other gateway answered HTTPS with a certificate this one does not trust (or that
+    does not name the host of its advertised URL): a configuration error, which no retry
+    mends, so it is logged as one, with what to change; the client gets the reason too."""
+    cause = error.certificate_error
+    reason = str(getattr(cause, "verify_message", "") or cause)
+    log.error(
+        "the other gateway's HTTPS certificate is not trusted: give every gateway a "
+        "certificate for the host of its advertised URL (KQS_ADVERTISED_URL) signed by a CA "
+        "the others trust (the system's, --tls-peer-ca / KQS_TLS_PEER_CA, or a shared --tls-cert)",
+        extra={"endpoint": owner.endpoint, "reason": reason},
+    )
+    return _gone(owner, f" (its HTTPS certificate is not trusted here: {reason})")
 
 
 class Forwarder:
@@ -185,6 +201,8 @@ class Forwarder:
                     )
                     raise _gone(owner)
                 answer: dict[str, Any] = await response.json()
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise untrusted_peer(owner, exc) from exc
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
             log.warning(
                 "owner not reached",
