@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from itertools import islice
 
 from lease_store import fifo_groups, state
-from lease_store.core import StoreCore
 from lease_store.fifo_groups import GroupRun
 from lease_store.keys import PartitionKey, _fact_key
 from lease_store.kv import WriteBatch
+from lease_store.notes import NoteOperations
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.types import Delivery, ReceiveOutcome, _Batch
 from lease_store.visibility import PartitionVisibility
@@ -208,7 +208,7 @@ def group_locked(pk: PartitionKey, group: str, now_ms: int, get: Get) -> bool:
     return bool(hidden_offsets(pk, group, now_ms, get))
 
 
-class FifoOperations(StoreCore):
+class FifoOperations(NoteOperations):
     """`LeaseStore`'s operations for FIFO queues (the deduplication window, the group locks and
     the receives that honour them) and fair standard queues (groups take turns)."""
 

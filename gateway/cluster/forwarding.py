@@ -131,10 +131,26 @@ def decode_lease_error(raw: dict[str, Any]) -> LeaseError:
     return cls(*[str(a) for a in raw.get("args", [])])
 
 
-def _gone(owner: Owner) -> OwnerGone:
+def _gone(owner: Owner, why: str = "") -> OwnerGone:
     return OwnerGone(
-        "The gateway serving this queue partition could not be reached. Retry later.", owner
+        f"The gateway serving this queue partition could not be reached{why}. Retry later.",
+        owner,
     )
+
+
+def untrusted_peer(owner: Owner, error: aiohttp.ClientConnectorCertificateError) -> OwnerGone:
+    """The other gateway answered HTTPS with a certificate this one does not trust (or that
+    does not name the host of its advertised URL): a configuration error, which no retry
+    mends, so it is logged as one, with what to change; the client gets the reason too."""
+    cause = error.certificate_error
+    reason = str(getattr(cause, "verify_message", "") or cause)
+    log.error(
+        "the other gateway's HTTPS certificate is not trusted: give every gateway a "
+        "certificate for the host of its advertised URL (KQS_ADVERTISED_URL) signed by a CA "
+        "the others trust (the system's, --tls-peer-ca / KQS_TLS_PEER_CA, or a shared --tls-cert)",
+        extra={"endpoint": owner.endpoint, "reason": reason},
+    )
+    return _gone(owner, f" (its HTTPS certificate is not trusted here: {reason})")
 
 
 class Forwarder:
@@ -184,6 +200,8 @@ class Forwarder:
                     )
                     raise _gone(owner)
                 answer: dict[str, Any] = await response.json()
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise untrusted_peer(owner, exc) from exc
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
             log.warning(
                 "owner not reached",
@@ -366,12 +384,20 @@ class Forwarder:
             {"topic": topic, "handle": receipt_handle, "visibility_s": visibility_s},
         )
 
-    async def fifo_send(self, owner: Owner, topic: str, message: StoredMessage) -> FifoSent:
-        """A FIFO send, deduplicated by the owner of its group's partition."""
+    async def fifo_send(
+        self, owner: Owner, topic: str, message: StoredMessage, claimed: bool = False
+    ) -> FifoSent:
+        """A FIFO send, deduplicated by the owner of its group's partition, or first claimed
+        by the owner of its deduplication id's claim partition (`claimed` False, scope
+        `queue`: `lease_store/fifo_claims.py`)."""
         answer = await self.call(
             owner,
             "fifo_send",
-            {"topic": topic, "message": base64.b64encode(message.encode()).decode()},
+            {
+                "topic": topic,
+                "message": base64.b64encode(message.encode()).decode(),
+                "claimed": claimed,
+            },
         )
         return FifoSent(
             str(answer["message_id"]), str(answer["sequence_number"]), bool(answer["duplicate"])

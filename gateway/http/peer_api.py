@@ -106,7 +106,7 @@ async def _fifo_send(
     fifo: FifoService, record: QueueRecord, body: dict[str, Any]
 ) -> dict[str, Any]:
     message = StoredMessage.decode(base64.b64decode(body["message"]))
-    sent = await fifo.send(record, message, forward=False)
+    sent = await fifo.send(record, message, forward=False, claimed=bool(body.get("claimed")))
     return {
         "message_id": sent.message_id,
         "sequence_number": sent.sequence_number,

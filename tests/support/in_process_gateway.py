@@ -59,6 +59,7 @@ class AnsweringForwarder(Forwarder):
         self.answers = answers or {}
         self.calls: list[tuple[str, Owner, str]] = []
         self.had_it_no_more: set[Owner] = set()  # owners whose deletes find the message gone
+        self.claimed_sends: list[str] = []  # MessageIds of FIFO sends forwarded as claimed
 
     def _answer(self, operation: str, owner: Owner, about: str) -> None:
         self.calls.append((operation, owner, about))
@@ -74,8 +75,11 @@ class AnsweringForwarder(Forwarder):
     ) -> None:
         self._answer("change_visibility", owner, receipt_handle)
 
-    async def fifo_send(self, owner: Owner, topic: str, message: StoredMessage) -> FifoSent:
+    async def fifo_send(
+        self, owner: Owner, topic: str, message: StoredMessage, claimed: bool = False
+    ) -> FifoSent:
         self._answer("fifo_send", owner, message.message_id)
+        self.claimed_sends += [message.message_id] if claimed else []
         return FifoSent(message.message_id, "1", duplicate=False)
 
     async def counts(self, owners: dict[Owner, list[PartitionKey]], topic: str) -> Counts:

@@ -22,6 +22,7 @@ from gateway.sqs.queues import (
     attribute_int,
     is_fifo,
 )
+from lease_store import notes
 from lease_store.keys import PartitionKey
 from lease_store.types import Counts
 from topology.catalog import QueueRecord, partition_keys
@@ -232,7 +233,14 @@ class Counting(Sending):
                     keys[partition], ends[partition], self._clock.now_ms()
                 )
                 if fifo:  # PurgeQueue clears the deduplication window too, as in SQS
-                    self._leases.forget_deduplication(keys[partition], ends[partition])
+                    pk = keys[partition]
+                    self._leases.forget_deduplication(pk, ends[partition])
+                    # and the claims of scope `queue` decided here (lease_store/fifo_claims.py)
+                    for name in self._leases.forget_notes(pk, notes.KIND_CLAIM):
+                        if self._changelog is not None:
+                            self._changelog.note(
+                                pk, notes.KIND_CLAIM, name, None, acknowledged=True
+                            )
         await changes.confirmed()
         return dropped
 

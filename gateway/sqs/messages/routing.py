@@ -234,6 +234,25 @@ class Routing(MessageState):
             raise ServiceUnavailable("No channel to the gateway serving this partition.")
         return self._forwarder
 
+    @property
+    def one_gateway(self) -> bool:
+        """Whether this gateway serves every partition (the default, `EveryPartition`)."""
+        return self._everything_here
+
+    def publish_note(self, pk: PartitionKey, kind: bytes, name: bytes, raw: bytes | None) -> None:
+        """A note of the lease store (`lease_store/notes.py`) to the changelog, following."""
+        if self._changelog is not None:
+            self._changelog.note(pk, kind, name, raw)
+
+    async def publish_note_acknowledged(
+        self, pk: PartitionKey, kind: bytes, name: bytes, raw: bytes
+    ) -> None:
+        """A note to the changelog, answered once Kafka acknowledged it (a FIFO claim)."""
+        with self._changes() as changes:
+            if self._changelog is not None:
+                self._changelog.note(pk, kind, name, raw, acknowledged=True)
+        await changes.confirmed()
+
     def _changes(self) -> contextlib.AbstractContextManager[Confirmation]:
         """Collects the lease changelog records of a change, to await their acknowledgement."""
         if self._changelog is None:
