@@ -27,7 +27,7 @@ import aiohttp
 
 from gateway.common import errors
 from gateway.common.errors import OwnerGone, ServiceUnavailable, SqsError
-from gateway.common.results import FifoSent, QueueGaugeParts, Received
+from gateway.common.results import FifoSent, LeaseFacts, QueueGaugeParts, Received
 from lease_store.errors import LeaseError
 from lease_store.fifo import DedupEntry
 from lease_store.keys import PartitionKey
@@ -352,6 +352,23 @@ class Forwarder:
         # No "gauges" member: an owner of an older version (unknown operation).
         gauges: dict[str, list[int | None]] = answer.get("gauges", {})
         return {topic: QueueGaugeParts.decode(raw) for topic, raw in gauges.items()}
+
+    async def lease_facts(
+        self, owner: Owner, topic: str, wanted: dict[int, list[int]]
+    ) -> dict[int, LeaseFacts]:
+        """The owner's lease facts of these offsets of its partitions, for a browse
+        (PeekMessages): a partition it did not answer for, or all when it cannot be reached
+        or no longer serves one of them, is absent (the browse shows those as UNKNOWN)."""
+        try:
+            answer = await self.call(
+                owner,
+                "lease_facts",
+                {"topic": topic, "wanted": {str(p): offsets for p, offsets in wanted.items()}},
+            )
+        except SqsError:
+            return {}  # logged by `call`
+        found: dict[str, dict[str, Any]] = answer.get("partitions", {})
+        return {int(p): LeaseFacts.decode(raw) for p, raw in found.items()}
 
     async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> bool:
         """Whether the owner removed the message (False: it was gone already). A gateway

@@ -79,6 +79,14 @@ async def _counts(
     return {"visible": counts.visible, "in_flight": counts.in_flight, "delayed": counts.delayed}
 
 
+async def _lease_facts(
+    messages: MessageService, record: QueueRecord, body: dict[str, Any]
+) -> dict[str, Any]:
+    wanted = {int(p): [int(o) for o in offsets] for p, offsets in body["wanted"].items()}
+    found = messages.lease_facts_here(record, wanted)
+    return {"partitions": {str(p): facts.encode() for p, facts in found.items()}}
+
+
 async def _delete(
     messages: MessageService, record: QueueRecord, body: dict[str, Any]
 ) -> dict[str, Any]:
@@ -203,6 +211,7 @@ OPERATIONS: dict[str, Operation] = {
     "receive": _receive,
     "wait": _wait,
     "counts": _counts,
+    "lease_facts": _lease_facts,
     "delete": _delete,
     "change_visibility": _change_visibility,
     "purge": _purge,
