@@ -249,13 +249,18 @@ async def _start(
             on_served=on_served,
         )
         group_ref.append(group)
-    forwarder = Forwarder(secret, peer_client_context(settings.tls_cert) if settings.tls else None)
-    encryption = build_encryption(settings.master_key_file, clock)
+    forwarder = Forwarder(
+        secret,
+        peer_client_context(settings.tls_cert, settings.tls_peer_ca) if settings.tls else None,
+    )
+    encryption = build_encryption(settings.master_key_file, clock, settings.kms_key_id)
     if not encryption.available:
         log.warning(
-            "no master key (KQS_MASTER_KEY_FILE): messages are stored in clear text and "
-            "queues report SqsManagedSseEnabled false"
+            "no master key (KQS_MASTER_KEY_FILE, KQS_KMS_KEY_ID): messages are stored in clear "
+            "text and queues report SqsManagedSseEnabled false"
         )
+    elif settings.kms_key_id:
+        log.info("KMS keys for encryption at rest", extra={"kms_key_id": settings.kms_key_id})
     messages = MessageService(
         clock,
         producer,
@@ -322,6 +327,7 @@ async def _start(
         kafka.log_reader,
         sink,
         settings.replay_checkpoint_s,
+        settings.replay_orphaned_after_s,
     )
     replay_tasks_tail = None
     if group is None:
@@ -339,7 +345,7 @@ async def _start(
         move_tasks,
         sink,
         replay_tasks,
-        Browser(clock, messages, leases, kafka.log_reader, admin),
+        Browser(clock, messages, kafka.log_reader, admin),
     )
     app[SETTLE_DELIVERED] = producer.settle_handed
     app[SIGNALS] = signals

@@ -16,8 +16,8 @@ that reached the log (two gateways racing, a producer retry) is never delivered.
 than the window are pruned through `W`. The decision depends on the partition's records alone,
 in log order, so a store rebuilt from the queue topic (`rebuild.py`) comes to the same one.
 (Groups map to partitions, so scope `messageGroup` always meets its duplicates in one
-partition; with scope `queue` the gateway checks every partition before it sends, and only a
-race between two gateways sending one id with two groups could slip through.)
+partition; with scope `queue` one gateway checks every partition before it sends, and
+several decide each id on one partition first: `fifo_claims.py`.)
 
 Group locks. A FIFO group is available while its oldest undeleted message is visible, and a
 receive takes its messages in order up to the first one out of sight (`fifo_groups.py` has
@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from itertools import islice
 
 from lease_store import fifo_groups, state
-from lease_store.core import StoreCore
 from lease_store.fifo_groups import GroupRun
 from lease_store.keys import PartitionKey, _fact_key
 from lease_store.kv import WriteBatch
+from lease_store.notes import NoteOperations
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.types import Delivery, ReceiveOutcome, _Batch
 from lease_store.visibility import PartitionVisibility
@@ -208,7 +208,7 @@ def group_locked(pk: PartitionKey, group: str, now_ms: int, get: Get) -> bool:
     return bool(hidden_offsets(pk, group, now_ms, get))
 
 
-class FifoOperations(StoreCore):
+class FifoOperations(NoteOperations):
     """`LeaseStore`'s operations for FIFO queues (the deduplication window, the group locks and
     the receives that honour them) and fair standard queues (groups take turns)."""
 

@@ -9,6 +9,8 @@ All integers big-endian, so byte order is numeric order:
     D <partition key> <offset:8>                 -> empty  (a young message deleted: young.py)
     U, W, G <partition key> ...                  -> FIFO queues' deduplication window and
                                                     group locks (see `fifo.py`)
+    N, O <partition key> ...                     -> notes: FIFO deduplication claims and
+                                                    receive attempts (see `notes.py`)
     !format                                      -> the key layout's version (3)
 
 where <partition key> is the queue incarnation id (16 bytes) and the Kafka partition (4).

@@ -5,7 +5,8 @@ What the changelog (`__kqs_leases`, compacted) holds per queue partition:
 * one record per message whose lease changed after ingest (a receive, a visibility change, a
   dead-letter hold): its latest `LeaseFact`;
 * a tombstone per message that was removed (deleted, dead-lettered, expired);
-* a state record with the purge watermark, once the partition was purged.
+* a state record with the purge watermark, once the partition was purged;
+* its notes (`notes.py`: FIFO deduplication claims, receive attempts), and their tombstones.
 
 A message that was only ingested has no changelog record: its fact follows from its queue
 record (`state.ingested_fact`), so ingest costs no changelog write. Rebuilding a
@@ -36,7 +37,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from lease_store import fifo, state
+from lease_store import fifo, notes, state
 
 # The lease store's key layout, shared on purpose: a rebuild writes exactly what the store
 # would have written.
@@ -129,6 +130,17 @@ class LeaseRebuild:
             self._batch.put(_fact_key(pk, offset), fact.encode())
         self._flush_if_full()
 
+    def apply_note(self, pk: PartitionKey, kind: bytes, name: bytes, raw: bytes | None) -> None:
+        """One changelog record of a note (`notes.py`): its value as stored, or a tombstone."""
+        self.stats.changelog_records += 1
+        if pk not in self._parts:
+            return  # a deleted queue
+        old = fifo.batch_get(self._batch, self._kv.get)(notes.note_key(pk.prefix, kind, name))
+        notes.drop_note(self._batch, pk.prefix, kind, name, old)
+        if raw is not None:
+            notes.put_note(self._batch, pk.prefix, kind, name, raw)
+        self._flush_if_full()
+
     def apply_purge_watermark(self, pk: PartitionKey, before_offset: int) -> None:
         self.stats.changelog_records += 1
         part = self._parts.get(pk)
@@ -153,6 +165,8 @@ class LeaseRebuild:
             part.state.applied_offset = offset
             part.replayed += 1
             self.stats.queue_records += 1
+            if message.message_group_id is not None:
+                part.state.grouped = True  # as ingest marks it (`PartitionState.grouped`)
             if message.deduplication_scope is not None and fifo.deduplicate(
                 fifo.batch_get(self._batch, self._kv.get), self._batch, pk.prefix, offset, message
             ):

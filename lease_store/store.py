@@ -109,6 +109,10 @@ class LeaseStore(FifoOperations):
         """When the next lease or delay of this partition ends after `now_ms`, if any."""
         return self._swept(pk, now_ms).next_due_ms()
 
+    def grouped(self, pk: PartitionKey) -> bool:
+        """Whether the partition ever stored a grouped message (a fair standard queue's)."""
+        return self._state(pk).grouped
+
     def has_visible(self, pk: PartitionKey, now_ms: int) -> bool:
         return self._swept(pk, now_ms).visible > 0
 
@@ -179,6 +183,8 @@ class LeaseStore(FifoOperations):
             st.applied_offset = offset
             if offset < st.purged_before_offset:
                 continue
+            if message.message_group_id is not None:
+                st.grouped = True  # a fair queue from now on (`PartitionState.grouped`)
             if deleted_young and offset in deleted_young:
                 deleted_young.discard(offset)
                 continue  # deleted while young, before a crash: its marker says so
@@ -527,7 +533,7 @@ class LeaseStore(FifoOperations):
         if self._young is not None:
             young = [offset for offset, _ in self._young.take_all(pk)]
             dropped = sorted(dropped + young) if offsets else dropped
-        for tag in (b"F", b"M", b"X", b"D", b"U", b"W", b"G"):
+        for tag in (b"F", b"M", b"X", b"D", b"U", b"W", b"G", b"N", b"O"):
             self._kv.delete_range(tag + pk.prefix, tag + pk.prefix + b"\xff" * 16)
         batch = WriteBatch()
         batch.delete(_state_key(pk))

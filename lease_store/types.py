@@ -14,6 +14,7 @@ from lease_store.records import LeaseFact, StoredMessage
 from lease_store.value_class import value_class
 
 _STATE = struct.Struct(">qqqqqq")
+_GROUPED = struct.Struct(">q")  # appended after `_STATE`; states written before it lack it
 
 
 @dataclass(slots=True)
@@ -26,6 +27,11 @@ class PartitionState:
     in_flight: int = 0
     delayed: int = 0
     purged_before_offset: int = 0
+    # Whether a record with a MessageGroupId was ever stored here: a standard queue's
+    # partition that has one is fair (groups take turns, `LeaseStore.receive_fair`). Set
+    # by ingest and by a rebuild's replay, so it survives a restart and moves with the
+    # partition.
+    grouped: bool = False
 
     def encode(self, applied_offset: int | None = None) -> bytes:
         """`applied_offset`: written instead of the applied offset (see core.py's `_state_bytes`)."""
@@ -36,11 +42,14 @@ class PartitionState:
             self.in_flight,
             self.delayed,
             self.purged_before_offset,
-        )
+        ) + _GROUPED.pack(int(self.grouped))
 
     @classmethod
     def decode(cls, raw: bytes) -> PartitionState:
-        return cls(*_STATE.unpack(raw))
+        st = cls(*_STATE.unpack_from(raw))
+        if len(raw) >= _STATE.size + _GROUPED.size:
+            st.grouped = bool(_GROUPED.unpack_from(raw, _STATE.size)[0])
+        return st
 
 
 @value_class

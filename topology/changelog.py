@@ -5,6 +5,7 @@ the report into records:
 
     key  <incarnation-hex>/<partition:5>/<offset:20>   value  LeaseFact.encode(), or None
     key  <incarnation-hex>/<partition:5>/state         value  JSON {purged_before_offset, ...}
+    key  <incarnation-hex>/<partition:5>/note/<kind>/<name-hex>   value  a note, or None
 
 Keys are fixed-width, one per message, so compaction keeps exactly the latest fact (or the
 tombstone) of each message. Facts created by ingest are not published: the queue record
@@ -54,6 +55,7 @@ TOPIC_CONFIG = {
     "min.compaction.lag.ms": "60000",
 }
 _STATE = "state"
+_NOTE = "note"
 
 
 # A fact's key: its partition's part (`_key_prefix`), then the offset in 20 digits.
@@ -82,19 +84,29 @@ def encode_state(st: PartitionState) -> bytes:
     ).encode()
 
 
+def note_key(pk: PartitionKey, kind: bytes, name: bytes) -> bytes:
+    """A note's key (`lease_store/notes.py`): `<incarnation>/<partition>/note/<kind>/<name hex>`
+    (names may hold `/`). A version that does not know notes skips these keys."""
+    return _key_prefix(pk.prefix) + b"note/" + kind + b"/" + name.hex().encode()
+
+
 @dataclass(frozen=True, slots=True)
 class ChangelogKey:
     pk: PartitionKey
-    offset: int | None  # None: the partition's state record
+    offset: int | None  # None: the partition's state record, or a note
+    note: tuple[bytes, bytes] | None = None  # a note's (kind, name)
 
 
 def parse_key(raw: bytes) -> ChangelogKey | None:
     """The coordinates a changelog key names; None for a key this version does not know."""
     try:
-        incarnation_hex, partition, last = raw.decode().split("/")
-        pk = PartitionKey(bytes.fromhex(incarnation_hex), int(partition))
+        parts = raw.decode().split("/")
+        pk = PartitionKey(bytes.fromhex(parts[0]), int(parts[1]))
+        if len(parts) == 5 and parts[2] == _NOTE:
+            return ChangelogKey(pk, None, (parts[3].encode(), bytes.fromhex(parts[4])))
+        (last,) = parts[2:]
         return ChangelogKey(pk, None if last == _STATE else int(last))
-    except ValueError:
+    except (ValueError, IndexError):
         return None
 
 
@@ -153,6 +165,26 @@ class LeaseChangelog:
         if st.purged_before_offset != self._purge_published.get(pk, 0):
             self._purge_published[pk] = st.purged_before_offset
             self._produce_state(state_key(pk), encode_state(st))
+
+    def note(
+        self,
+        pk: PartitionKey,
+        kind: bytes,
+        name: bytes,
+        raw: bytes | None,
+        *,
+        acknowledged: bool = False,
+    ) -> None:
+        """Publish a note as stored (`lease_store/notes.py`), or its tombstone (None).
+
+        `acknowledged`: through the acknowledged producer, collected by `capture()` (a FIFO
+        deduplication claim, which must be in the changelog before the message it admits is
+        sent); otherwise it follows, as lease facts do."""
+        key = note_key(pk, kind, name)
+        if acknowledged:
+            self._produce_state(key, raw)
+        else:
+            self._publish_fact(key, raw)
 
     def tombstone(self, pk: PartitionKey, offset: int) -> None:
         """Publish a message's removal again (a retried DeleteMessage whose first try failed)."""

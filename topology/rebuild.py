@@ -82,7 +82,9 @@ def rebuild_leases(
                 if key is None:
                     continue
                 raw = as_bytes(msg.value())
-                if key.offset is None:
+                if key.note is not None:
+                    rebuild.apply_note(key.pk, *key.note, raw)
+                elif key.offset is None:
                     if raw is not None:
                         rebuild.apply_purge_watermark(key.pk, purge_watermark(raw))
                 else:

@@ -1,6 +1,8 @@
-"""A/B of the request-path microbenchmark: this tree against another source tree.
+"""A/B of the request-path microbenchmark: this tree against another source tree, or this
+tree against itself with settings changed for "this" side (`--this-env`).
 
     .venv/bin/python -m bench.micro.ab --base-src /tmp/kqs-base [--pairs 3] [--out ab-micro-<name>]
+    .venv/bin/python -m bench.micro.ab --this-env KQS_MASTER_KEY_FILE=/tmp/master.key
 
 The base tree is e.g. `git archive <commit> | tar -x -C /tmp/kqs-base` of a commit that has
 `bench/micro` (this branch on). Each pair runs `python -m bench.micro` once with the base tree
@@ -27,7 +29,17 @@ HERE = Path(__file__).resolve().parents[2]
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    p.add_argument("--base-src", type=Path, required=True, help="source tree of the 'before'")
+    p.add_argument(
+        "--base-src", type=Path, default=HERE, help="source tree of the 'before' (this tree)"
+    )
+    p.add_argument(
+        "--this-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable set for the 'this' runs only (repeatable), e.g. "
+        "KQS_MASTER_KEY_FILE=... for encryption on against off",
+    )
     p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--iterations", type=int, default=1000, help="requests per action per run")
     p.add_argument("--warmup", type=int, default=200)
@@ -37,7 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _one(src: Path, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+def _one(
+    src: Path, args: argparse.Namespace, out: Path, extra_env: dict[str, str]
+) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-m",
@@ -55,7 +69,7 @@ def _one(src: Path, args: argparse.Namespace, out: Path) -> dict[str, Any]:
         "--out",
         str(out),
     ]
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    env = {**os.environ, "PYTHONPATH": str(src), **extra_env}
     subprocess.run(cmd, cwd=src, env=env, check=True, stdout=subprocess.DEVNULL, timeout=3600)
     data: dict[str, Any] = json.loads(out.with_suffix(".json").read_text())
     return data
@@ -120,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     base_src = args.base_src.resolve()
     if not (base_src / "bench" / "micro" / "__main__.py").is_file():
         raise SystemExit(f"{base_src} has no bench/micro: the base must be this branch or later")
+    this_env = dict(item.split("=", 1) for item in args.this_env)
     load_before = round(os.getloadavg()[0], 2)
     pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
     with tempfile.TemporaryDirectory(prefix="kqs-micro-ab-") as tmp:
@@ -130,11 +145,13 @@ def main(argv: list[str] | None = None) -> int:
             got: dict[str, dict[str, Any]] = {}
             for name, src in order:
                 print(f"pair {pair}: {name} ({src})", file=sys.stderr)
-                got[name] = _one(src, args, Path(tmp) / f"{name}-{pair}")
+                env = this_env if name == "this" else {}
+                got[name] = _one(src, args, Path(tmp) / f"{name}-{pair}", env)
             pairs.append((got["base"], got["this"]))
     table = compare(pairs)
     meta = {
-        "this": pairs[0][1]["meta"]["commit"],
+        "this": pairs[0][1]["meta"]["commit"]
+        + (f" with {' '.join(args.this_env)}" if args.this_env else ""),
         "base": f"{base_src} ({pairs[0][0]['meta']['commit']})",
         "pairs": args.pairs,
         "iterations": args.iterations,

@@ -13,6 +13,7 @@ acknowledgements rather than ten; results keep the order of the request.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
@@ -23,9 +24,11 @@ from gateway.actions.action import Result
 from gateway.actions.context import Protocol, RequestContext
 from gateway.actions.params import Params
 from gateway.common import limits
+from gateway.common.denials import missing_acl
 from gateway.common.errors import (
     BatchEntryIdsNotDistinct,
     EmptyBatchRequest,
+    InternalError,
     InvalidBatchEntryId,
     ServiceUnavailable,
     SqsError,
@@ -43,6 +46,8 @@ EntryHandler = Callable[[EntryRequest, RequestContext], Awaitable[Result]]
 EntriesHandler = Callable[
     [list[EntryRequest], RequestContext], Awaitable[Sequence[Result | Exception]]
 ]
+
+log = logging.getLogger("kqs.gateway")
 
 _ENTRY_ID = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_BATCH_ENTRY_ID_LENGTH}}}$")
 
@@ -120,13 +125,17 @@ async def run_batch(
     batch: BatchRequest[EntryRequest],
     ctx: RequestContext,
     handle_entry: EntryHandler[EntryRequest],
+    action: str,
 ) -> Result:
-    """Handle every decoded entry concurrently; answer `{Successful, Failed}`."""
+    """Handle every decoded entry concurrently; answer `{Successful, Failed}`. `action` (e.g.
+    "SendMessageBatch") names the grant a Kafka ACL refusal of an entry points to."""
     ctx.queue(batch.queue_url)  # a missing queue fails the whole request, not each entry
+    refusals: list[str] = []
     outcomes = await asyncio.gather(
-        *(_handle_entry(entry, ctx, handle_entry) for entry in batch.entries),
+        *(_handle_entry(entry, ctx, handle_entry, action, refusals) for entry in batch.entries),
         return_exceptions=True,
     )
+    _log_refusals(refusals, ctx)
     return _answer(batch, outcomes, ctx)
 
 
@@ -134,6 +143,7 @@ async def run_batch_together(
     batch: BatchRequest[EntryRequest],
     ctx: RequestContext,
     handle_entries: EntriesHandler[EntryRequest],
+    action: str,
 ) -> Result:
     """Like `run_batch`, but the decoded entries go to one call, which answers for each in
     order (a Result, or the exception that failed it): one lease-store write and one fsync
@@ -142,13 +152,17 @@ async def run_batch_together(
     decoded = [entry.request for entry in batch.entries if entry.request is not None]
     answers = iter(await handle_entries(decoded, ctx) if decoded else [])
     outcomes: list[Result | BaseException] = []
+    refusals: list[str] = []
     for entry in batch.entries:
         if entry.request is None:
             assert entry.error is not None
             outcomes.append(entry.error)
             continue
         answer = next(answers)
-        outcomes.append(_entry_error(answer) if isinstance(answer, Exception) else answer)
+        outcomes.append(
+            _entry_error(answer, action, refusals) if isinstance(answer, Exception) else answer
+        )
+    _log_refusals(refusals, ctx)
     return _answer(batch, outcomes, ctx)
 
 
@@ -177,10 +191,21 @@ def _answer(
     return {"Successful": successful, "Failed": failed}
 
 
+def _log_refusals(refusals: list[str], ctx: RequestContext) -> None:
+    """One line per request (as the single actions log theirs), not one per entry."""
+    if refusals:
+        log.error(
+            "Kafka refused the gateway: missing ACL",
+            extra={"request_id": ctx.request_id, "acl": refusals[0], "entries": len(refusals)},
+        )
+
+
 async def _handle_entry(
     entry: BatchEntry[EntryRequest],
     ctx: RequestContext,
     handle_entry: EntryHandler[EntryRequest],
+    action: str,
+    refusals: list[str],
 ) -> Result | BaseException:
     if entry.error is not None:
         return entry.error
@@ -188,16 +213,21 @@ async def _handle_entry(
     try:
         return await handle_entry(entry.request, ctx)
     except Exception as error:  # noqa: BLE001 - sorted by _entry_error
-        return _entry_error(error)
+        return _entry_error(error, action, refusals)
 
 
-def _entry_error(error: Exception) -> BaseException:
+def _entry_error(error: Exception, action: str, refusals: list[str]) -> BaseException:
     """What failed one entry, as the SQS error its `Failed` line shows; a bug stays itself
-    (and fails the request)."""
+    (and fails the request). A Kafka ACL refusal names the grant missing, as a single action's
+    answer does (`gateway/http/pipeline.py`), and is added to `refusals` for the log."""
     if isinstance(error, SqsError):
         return error
     if isinstance(error, LeaseError):
         return for_domain_error(error)
+    missing = missing_acl(error, action)
+    if missing is not None:  # a deployment's mistake, not an outage: say what to grant
+        refusals.append(missing)
+        return InternalError(f"Kafka refused the gateway's request: grant it {missing}.")
     if isinstance(error, (ProduceFailed, KafkaException)):
         # Other entries may have been sent: failing only this one lets the client retry it
         # alone instead of duplicating the rest.

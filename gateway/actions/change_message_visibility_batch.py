@@ -24,7 +24,7 @@ def decode(p: Params) -> BatchRequest[ChangeMessageVisibilityRequest]:
 
 
 async def handle(req: BatchRequest[ChangeMessageVisibilityRequest], ctx: RequestContext) -> Result:
-    return await run_batch_together(req, ctx, _change_all)
+    return await run_batch_together(req, ctx, _change_all, "ChangeMessageVisibilityBatch")
 
 
 async def _change_all(

@@ -21,7 +21,7 @@ def decode(p: Params) -> BatchRequest[DeleteMessageRequest]:
 
 
 async def handle(req: BatchRequest[DeleteMessageRequest], ctx: RequestContext) -> Result:
-    return await run_batch_together(req, ctx, _delete_all)
+    return await run_batch_together(req, ctx, _delete_all, "DeleteMessageBatch")
 
 
 async def _delete_all(

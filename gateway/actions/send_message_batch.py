@@ -67,8 +67,8 @@ async def handle(req: BatchRequest[SendMessageRequest], ctx: RequestContext) -> 
                 if e.request is not None
             ],
         )
-        return await run_batch(req, ctx, send_message.handle)
-    return await run_batch_together(req, ctx, _send_all)
+        return await run_batch(req, ctx, send_message.handle, "SendMessageBatch")
+    return await run_batch_together(req, ctx, _send_all, "SendMessageBatch")
 
 
 async def _send_all(

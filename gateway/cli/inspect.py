@@ -51,6 +51,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from gateway.common.config import Settings, kafka_client_properties, use_kafka_client_properties
+from gateway.sqs.encryption import report_encryption
 from gateway.sqs.queues import queue_arn
 from lease_store.rocks import ReadOnlyRocksKeyValueStore
 from lease_store.store import LeaseStore
@@ -58,6 +59,7 @@ from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord, partition_keys
 from topology.client_properties import ClientPropertiesError
 from topology.embedded import broker
+from topology.encryption.keys import MASTER_KEY_FILE
 from topology.names import INGEST_GROUP
 from topology.producer import AsyncProducer
 
@@ -91,9 +93,12 @@ class QueueReport:
     incarnation: str
     partition_count: int
     counts: dict[str, int | None]
-    attributes: dict[str, str]
+    attributes: dict[str, str]  # as a gateway with the keys `Report.keys` names reports them
     tags: dict[str, str]
     partitions: list[PartitionReport] = field(default_factory=list)
+    # The catalog's value of each attribute reported otherwise (encryption a gateway
+    # without keys does not claim), e.g. {"SqsManagedSseEnabled": "true"}.
+    stored_attributes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,7 @@ class Report:
     lease_store: str | None  # the directory read, or None when there was none
     at_ms: int
     queues: list[QueueReport]
+    keys: str = ""  # the gateway's keys for encryption at rest the attributes are reported for
 
 
 def add_inspect_subcommand(
@@ -132,6 +138,15 @@ def add_inspect_subcommand(
         "--region", help="only this region's queues (default: every region's)", default=None
     )
     parser.add_argument("--account-id", default=defaults.account_id, help="(%(default)s)")
+    parser.add_argument(
+        "--master-key-file",
+        default=defaults.master_key_file,
+        help="the gateway's master key file (KQS_MASTER_KEY_FILE; with the embedded broker, "
+        "<data-dir>/master.key): attributes are shown as a gateway with these keys reports them",
+    )
+    parser.add_argument(
+        "--kms-key-id", default=defaults.kms_key_id, help="the gateway's KMS key (KQS_KMS_KEY_ID)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
         "--timeout",
@@ -161,6 +176,9 @@ def run(args: argparse.Namespace) -> int:
                 default_region=settings.region,
                 region=args.region,
                 timeout_s=args.timeout,
+                keys=_gateway_keys(
+                    args.master_key_file, args.kms_key_id, args.kafka_bootstrap, settings
+                ),
             )
         )
     except (InspectError, ClientPropertiesError) as error:
@@ -170,6 +188,28 @@ def run(args: argparse.Namespace) -> int:
         json.dumps(asdict(report), indent=2) + "\n" if args.json else render_table(report)
     )
     return 0
+
+
+@dataclass(frozen=True)
+class GatewayKeys:
+    """Which keys the gateway has, as `kqs serve` would find them (no key is read)."""
+
+    master_key_file: str
+    kms_key_id: str
+
+    def describe(self) -> str:
+        found = [f"master key file {self.master_key_file}"] if self.master_key_file else []
+        found += [f"KMS key {self.kms_key_id}"] if self.kms_key_id else []
+        return ", ".join(found) or "none (queues report no encryption)"
+
+
+def _gateway_keys(
+    master_key_file: str, kms_key_id: str, configured_bootstrap: str, settings: Settings
+) -> GatewayKeys:
+    own = settings.data_dir / MASTER_KEY_FILE
+    if not master_key_file and not kms_key_id and not configured_bootstrap and own.is_file():
+        master_key_file = str(own)  # the embedded broker's gateway makes and uses this one
+    return GatewayKeys(master_key_file, kms_key_id)
 
 
 def _bootstrap(configured: str, kafka_dir: Path) -> str:
@@ -194,8 +234,11 @@ async def inspect(
     default_region: str,
     region: str | None = None,
     timeout_s: float,
+    keys: GatewayKeys | None = None,
 ) -> Report:
-    """`region` None: every region's queues (by region, then name)."""
+    """`region` None: every region's queues (by region, then name). `keys`: the gateway's,
+    for the attributes it reports (None: none)."""
+    keys = keys or GatewayKeys("", "")
     admin = TopicAdmin(bootstrap)
     records = await _load_catalog(bootstrap, admin, default_region, timeout_s)
     selected = sorted(
@@ -223,13 +266,13 @@ async def inspect(
     now_ms = int(time.time() * 1000)
     try:
         queues = [
-            _queue_report(r, bounds, committed, leases, now_ms, base_url)
+            _queue_report(r, bounds, committed, leases, now_ms, base_url, keys)
             for r, (bounds, committed) in zip(selected, offsets, strict=True)
         ]
     finally:
         if leases is not None:
             leases.close()
-    return Report(account_id, bootstrap, lease_path, now_ms, queues)
+    return Report(account_id, bootstrap, lease_path, now_ms, queues, keys.describe())
 
 
 async def _load_catalog(
@@ -274,6 +317,7 @@ def _queue_report(
     leases: LeaseStore | None,
     now_ms: int,
     base_url: str,
+    keys: GatewayKeys,
 ) -> QueueReport:
     partitions = []
     for pk in partition_keys(record):
@@ -318,6 +362,17 @@ def _queue_report(
         "CreatedTimestamp": str(record.created_s),
         "LastModifiedTimestamp": str(record.modified_s),
     }
+    stored = dict(attributes)
+    report_encryption(
+        attributes,
+        keyed=bool(keys.master_key_file or keys.kms_key_id),
+        kms=bool(keys.kms_key_id),
+    )
+    differing = {
+        name: stored.get(name, "(not set)")
+        for name in sorted(set(stored) | set(attributes))
+        if stored.get(name) != attributes.get(name)
+    }
     return QueueReport(
         name=record.name,
         region=record.region,
@@ -330,6 +385,7 @@ def _queue_report(
         attributes=dict(sorted(attributes.items())),
         tags=dict(record.tags),
         partitions=partitions,
+        stored_attributes=differing,
     )
 
 
@@ -357,6 +413,7 @@ def render_table(report: Report) -> str:
     lines = [
         f"account {report.account_id}   kafka {report.kafka_bootstrap}   "
         f"lease store {report.lease_store or '(none)'}",
+        f"encryption keys {report.keys}",
         f"{len(report.queues)} queue(s)",
     ]
     for queue in report.queues:
@@ -377,7 +434,20 @@ def render_table(report: Report) -> str:
             lines.append("  " + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
         lines += ["", "  attributes"]
         width = max(len(name) for name in queue.attributes)
-        lines += [f"    {name.ljust(width)}  {value}" for name, value in queue.attributes.items()]
+        lines += [
+            f"    {name.ljust(width)}  {value}"
+            + (
+                f"   (stored: {queue.stored_attributes[name]})"
+                if name in queue.stored_attributes
+                else ""
+            )
+            for name, value in queue.attributes.items()
+        ]
+        gone = [name for name in queue.stored_attributes if name not in queue.attributes]
+        lines += [
+            f"    {name.ljust(width)}  (not reported; stored: {queue.stored_attributes[name]})"
+            for name in gone
+        ]
         if queue.tags:
             lines += ["  tags"]
             lines += [f"    {key} = {value}" for key, value in sorted(queue.tags.items())]

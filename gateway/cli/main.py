@@ -33,7 +33,7 @@ from gateway.cluster.workers import cpu_count, die_with_supervisor, run_workers,
 from gateway.common.config import Settings, kafka_client_properties, use_kafka_client_properties
 from gateway.http.lean_http import LeanFront
 from gateway.http.pipeline import drain, lean_front
-from gateway.http.tls import TlsConfigError, server_context
+from gateway.http.tls import TlsConfigError, peer_client_context, server_context
 from gateway.iam.config import ConfigError, Directory, load_directory
 from gateway.observability import logs
 from topology.client_properties import ClientProperties, ClientPropertiesError
@@ -41,12 +41,9 @@ from topology.embedded.broker import DEFAULT_HEAP, EmbeddedBroker
 from topology.embedded.broker_cli import add_kafka_subcommands
 from topology.embedded.broker_config import log_dir
 from topology.embedded.errors import BrokerError
-from topology.encryption.keys import create_master_key_file
+from topology.encryption.keys import MASTER_KEY_FILE, create_master_key_file
 
 log = logging.getLogger("kqs.serve")
-
-# The master key `kqs serve` makes in its data directory (`_with_own_master_key`).
-MASTER_KEY_FILE = "master.key"
 
 # How long a shutdown waits for the requests being handled (sends waiting for Kafka's
 # acknowledgement: at most the producer's 15 s delivery timeout).
@@ -87,6 +84,13 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         "--tls-key", default=defaults.tls_key, metavar="FILE", help="its PEM key (KQS_TLS_KEY)"
     )
     serve.add_argument(
+        "--tls-peer-ca",
+        default=defaults.tls_peer_ca,
+        metavar="FILE",
+        help="with HTTPS and several gateways, the PEM CA certificates that signed the other "
+        "gateways' certificates (KQS_TLS_PEER_CA; default: the system's CAs and --tls-cert)",
+    )
+    serve.add_argument(
         "--http-port",
         type=int,
         default=defaults.http_port,
@@ -101,7 +105,14 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         "--master-key-file",
         default=defaults.master_key_file,
         help="master key of encryption at rest (KQS_MASTER_KEY_FILE; default with the embedded "
-        "broker: <data-dir>/master.key, made on first start)",
+        "broker and no --kms-key-id: <data-dir>/master.key, made on first start)",
+    )
+    serve.add_argument(
+        "--kms-key-id",
+        default=defaults.kms_key_id,
+        help="an AWS KMS key (id, ARN or alias; KQS_KMS_KEY_ID): queues' KmsMasterKeyIds are "
+        "KMS keys, and SQS-managed encryption uses this one without a master key file; the "
+        "usual AWS settings (AWS_REGION, credentials, AWS_ENDPOINT_URL_KMS) reach KMS",
     )
     serve.add_argument(
         "--workers",
@@ -291,7 +302,7 @@ def _worker_args(args: argparse.Namespace) -> list[str]:
         passed += ["--iam-config", args.iam_config]
     if args.accept_any_access_key:
         passed.append("--accept-any-access-key")
-    for option in ("kafka_config", "tls_cert", "tls_key"):
+    for option in ("kafka_config", "tls_cert", "tls_key", "tls_peer_ca"):
         if getattr(args, option):
             passed += [f"--{option.replace('_', '-')}", getattr(args, option)]
     if args.http_port:
@@ -313,6 +324,9 @@ def _secured(settings: Settings) -> tuple[Settings, ClientProperties]:
         raise TlsConfigError("--tls-cert and --tls-key go together (KQS_TLS_CERT, KQS_TLS_KEY)")
     if settings.tls:
         server_context(settings.tls_cert, settings.tls_key)
+        peer_client_context(settings.tls_cert, settings.tls_peer_ca)
+    elif settings.tls_peer_ca:
+        raise TlsConfigError("--tls-peer-ca (KQS_TLS_PEER_CA) is for gateways serving HTTPS")
     return settings, properties
 
 
@@ -326,11 +340,13 @@ def serve(args: argparse.Namespace) -> int:
         kafka_config=args.kafka_config,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        tls_peer_ca=args.tls_peer_ca,
         http_port=args.http_port,
         iam_config=args.iam_config,
         accept_any_access_key=args.accept_any_access_key,
         log_format=args.log_format,
         master_key_file=args.master_key_file,
+        kms_key_id=args.kms_key_id,
     )
     if args.pool_worker:
         logs.configure(settings.log_format, context={"worker": worker_index()})
@@ -392,8 +408,9 @@ def serve(args: argparse.Namespace) -> int:
 def _with_own_master_key(settings: Settings) -> Settings:
     """With the embedded broker and no master key given: the data directory's own, made on
     first start, so that queues are encrypted as they say (gateway/sqs/encryption.py). Against
-    a cluster KQS makes none: every gateway of a deployment needs the same key."""
-    if settings.master_key_file:
+    a cluster KQS makes none: every gateway of a deployment needs the same key. With a KMS key
+    neither: SQS-managed encryption uses it."""
+    if settings.master_key_file or settings.kms_key_id:
         return settings
     path = settings.data_dir / MASTER_KEY_FILE
     if create_master_key_file(path):

@@ -27,8 +27,9 @@ import aiohttp
 
 from gateway.common import errors
 from gateway.common.errors import OwnerGone, ServiceUnavailable, SqsError
-from gateway.common.results import FifoSent, QueueGaugeParts, Received
+from gateway.common.results import FifoSent, LeaseFacts, QueueGaugeParts, Received
 from lease_store.errors import LeaseError
+from lease_store.fifo import DedupEntry
 from lease_store.keys import PartitionKey
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.types import Counts, Delivery
@@ -131,10 +132,26 @@ def decode_lease_error(raw: dict[str, Any]) -> LeaseError:
     return cls(*[str(a) for a in raw.get("args", [])])
 
 
-def _gone(owner: Owner) -> OwnerGone:
+def _gone(owner: Owner, why: str = "") -> OwnerGone:
     return OwnerGone(
-        "The gateway serving this queue partition could not be reached. Retry later.", owner
+        f"The gateway serving this queue partition could not be reached{why}. Retry later.",
+        owner,
     )
+
+
+def untrusted_peer(owner: Owner, error: aiohttp.ClientConnectorCertificateError) -> OwnerGone:
+    """The other gateway answered HTTPS with a certificate this one does not trust (or that
+    does not name the host of its advertised URL): a configuration error, which no retry
+    mends, so it is logged as one, with what to change; the client gets the reason too."""
+    cause = error.certificate_error
+    reason = str(getattr(cause, "verify_message", "") or cause)
+    log.error(
+        "the other gateway's HTTPS certificate is not trusted: give every gateway a "
+        "certificate for the host of its advertised URL (KQS_ADVERTISED_URL) signed by a CA "
+        "the others trust (the system's, --tls-peer-ca / KQS_TLS_PEER_CA, or a shared --tls-cert)",
+        extra={"endpoint": owner.endpoint, "reason": reason},
+    )
+    return _gone(owner, f" (its HTTPS certificate is not trusted here: {reason})")
 
 
 class Forwarder:
@@ -184,6 +201,8 @@ class Forwarder:
                     )
                     raise _gone(owner)
                 answer: dict[str, Any] = await response.json()
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise untrusted_peer(owner, exc) from exc
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
             log.warning(
                 "owner not reached",
@@ -334,6 +353,23 @@ class Forwarder:
         gauges: dict[str, list[int | None]] = answer.get("gauges", {})
         return {topic: QueueGaugeParts.decode(raw) for topic, raw in gauges.items()}
 
+    async def lease_facts(
+        self, owner: Owner, topic: str, wanted: dict[int, list[int]]
+    ) -> dict[int, LeaseFacts]:
+        """The owner's lease facts of these offsets of its partitions, for a browse
+        (PeekMessages): a partition it did not answer for, or all when it cannot be reached
+        or no longer serves one of them, is absent (the browse shows those as UNKNOWN)."""
+        try:
+            answer = await self.call(
+                owner,
+                "lease_facts",
+                {"topic": topic, "wanted": {str(p): offsets for p, offsets in wanted.items()}},
+            )
+        except SqsError:
+            return {}  # logged by `call`
+        found: dict[str, dict[str, Any]] = answer.get("partitions", {})
+        return {int(p): LeaseFacts.decode(raw) for p, raw in found.items()}
+
     async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> bool:
         """Whether the owner removed the message (False: it was gone already). A gateway
         of a version before this answer existed counted its removals itself: True."""
@@ -349,16 +385,36 @@ class Forwarder:
             {"topic": topic, "handle": receipt_handle, "visibility_s": visibility_s},
         )
 
-    async def fifo_send(self, owner: Owner, topic: str, message: StoredMessage) -> FifoSent:
-        """A FIFO send, deduplicated by the owner of its group's partition."""
+    async def fifo_send(
+        self, owner: Owner, topic: str, message: StoredMessage, claimed: bool = False
+    ) -> FifoSent:
+        """A FIFO send, deduplicated by the owner of its group's partition, or first claimed
+        by the owner of its deduplication id's claim partition (`claimed` False, scope
+        `queue`: `lease_store/fifo_claims.py`)."""
         answer = await self.call(
             owner,
             "fifo_send",
-            {"topic": topic, "message": base64.b64encode(message.encode()).decode()},
+            {
+                "topic": topic,
+                "message": base64.b64encode(message.encode()).decode(),
+                "claimed": claimed,
+            },
         )
         return FifoSent(
             str(answer["message_id"]), str(answer["sequence_number"]), bool(answer["duplicate"])
         )
+
+    async def fifo_entry(
+        self, owner: Owner, topic: str, partition: int, scope_key: bytes
+    ) -> DedupEntry | None:
+        """The owner's deduplication window entry of `scope_key` in `partition`, if any."""
+        answer = await self.call(
+            owner, "fifo_entry", {"topic": topic, "partition": partition, "key": scope_key.hex()}
+        )
+        entry = answer.get("entry")
+        if entry is None:
+            return None
+        return DedupEntry(int(entry["sent_ms"]), int(entry["offset"]), str(entry["message_id"]))
 
     async def purge(self, owner: Owner, topic: str, ends: dict[int, int]) -> int:
         answer = await self.call(

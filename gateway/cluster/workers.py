@@ -134,6 +134,7 @@ def _worker(settings: Settings, index: int, secret: bytes, worker_args: list[str
         ),
         # One master key for all: each opens what the others sealed.
         **({"KQS_MASTER_KEY_FILE": settings.master_key_file} if settings.master_key_file else {}),
+        **({"KQS_KMS_KEY_ID": settings.kms_key_id} if settings.kms_key_id else {}),
     }
     return _Worker(index, command, env)
 

@@ -61,6 +61,10 @@ class Settings:
     # HTTPS: the certificate chain and private key (PEM files) of the port above; empty: HTTP.
     tls_cert: str = field(default_factory=lambda: os.environ.get("KQS_TLS_CERT", ""))
     tls_key: str = field(default_factory=lambda: os.environ.get("KQS_TLS_KEY", ""))
+    # With HTTPS and several gateways: the CA certificates (PEM) that signed the other
+    # gateways' certificates, when neither the system's CAs nor this gateway's own
+    # certificate file vouch for them (gateway/http/tls.py `peer_client_context`).
+    tls_peer_ca: str = field(default_factory=lambda: os.environ.get("KQS_TLS_PEER_CA", ""))
     # With HTTPS on, a second port answering plain HTTP too (local use); 0: none.
     http_port: int = field(default_factory=lambda: _env_int("KQS_HTTP_PORT", 0))
     # Behind a proxy, the URL clients must use; by default the host each request came to.
@@ -131,9 +135,17 @@ class Settings:
     # Encryption at rest (gateway/sqs/encryption.py): the master key file. Empty: `kqs serve`
     # with its embedded broker makes <data_dir>/master.key; against a cluster, no encryption.
     master_key_file: str = field(default_factory=lambda: os.environ.get("KQS_MASTER_KEY_FILE", ""))
+    # An AWS KMS key (id, ARN or alias): KmsMasterKeyIds are KMS keys, and SQS-managed
+    # encryption uses this one when there is no master key file (topology/encryption/kms.py).
+    kms_key_id: str = field(default_factory=lambda: os.environ.get("KQS_KMS_KEY_ID", ""))
     # How often a running message replay task writes its checkpoint (gateway/sqs/replay/).
     replay_checkpoint_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_REPLAY_CHECKPOINT_S", "1"))
+    )
+    # Several gateways: how long a running replay task's record may stay unwritten before the
+    # home of its source queue takes it to have lost its runner and runs it on.
+    replay_orphaned_after_s: float = field(
+        default_factory=lambda: float(os.environ.get("KQS_REPLAY_ORPHANED_AFTER_S", "15"))
     )
 
     @property

@@ -163,6 +163,41 @@ class KmsNotFound(_SenderError):
     json_type = "KmsNotFound"
 
 
+# KMS's refusals when an external KMS holds a queue's master key (`topology/encryption/kms.py`),
+# as SQS answers SendMessage/ReceiveMessage with them. The Query codes follow KMS.NotFoundException's
+# pattern (the shapes of the SQS model; the Query code of each is not in botocore 1.34's model).
+
+
+class KmsAccessDenied(_SenderError):
+    code = "KMS.AccessDeniedException"
+    json_type = "KmsAccessDenied"
+
+
+class KmsDisabled(_SenderError):
+    code = "KMS.DisabledException"
+    json_type = "KmsDisabled"
+
+
+class KmsInvalidState(_SenderError):
+    code = "KMS.InvalidStateException"
+    json_type = "KmsInvalidState"
+
+
+class KmsInvalidKeyUsage(_SenderError):
+    code = "KMS.InvalidKeyUsageException"
+    json_type = "KmsInvalidKeyUsage"
+
+
+class KmsThrottled(_SenderError):
+    code = "KMS.ThrottlingException"
+    json_type = "KmsThrottled"
+
+
+class KmsOptInRequired(_SenderError):
+    code = "KMS.OptInRequired"
+    json_type = "KmsOptInRequired"
+
+
 class EmptyBatchRequest(_SenderError):
     code = "AWS.SimpleQueueService.EmptyBatchRequest"
     json_type = "EmptyBatchRequest"

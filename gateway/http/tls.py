@@ -30,12 +30,24 @@ def server_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     return context
 
 
-def peer_client_context(cert_file: str) -> ssl.SSLContext:
+def peer_client_context(cert_file: str, peer_ca_file: str = "") -> ssl.SSLContext:
     """How one gateway calls another over HTTPS (several gateways, `gateway/cluster/forwarding.py`):
-    the system's CAs, and the gateways' own certificate as a trust anchor besides, so a
-    self-signed one shared by the group works too."""
+    the system's CAs, the certificates of the gateway's own certificate file as trust anchors
+    (a self-signed certificate, or one chain, shared by the group), and `peer_ca_file`'s
+    (`--tls-peer-ca`: a private CA that signed each gateway its own certificate). The other
+    gateway's certificate must name the host of its advertised URL (KQS_ADVERTISED_URL)."""
     context = ssl.create_default_context()
-    context.load_verify_locations(cafile=cert_file)
-    # The certificate may be a CA-signed leaf rather than a root: trust it as it is.
+    for option, path in (("--tls-cert", cert_file), ("--tls-peer-ca", peer_ca_file)):
+        if not path:
+            continue
+        try:
+            context.load_verify_locations(cafile=path)
+        except (OSError, ssl.SSLError) as error:
+            raise TlsConfigError(
+                f"{option} {path}: "
+                f"{getattr(error, 'strerror', None) or error.__class__.__name__}: "
+                "give PEM certificates"
+            ) from None
+    # A file may hold a CA-signed leaf or an intermediate rather than a root: trust it as it is.
     context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
     return context

@@ -9,18 +9,22 @@ Deduplication has two guards. Before producing, the sender looks up the scope ke
 store's window (`lease_store/fifo.py`) and answers a duplicate with the original's MessageId
 and SequenceNumber; concurrent sends of one key on this gateway wait for the first. The lease
 store's ingest then refuses any duplicate that reached the log anyway, and the sender, which
-answers only after ingest, reports the original then too.
+answers only after ingest, reports the original then too. With several gateways, an id of
+scope `queue` is first claimed on the gateway serving its claim partition
+(`lease_store/fifo_claims.py`), which then sends the message it admits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
-from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from gateway.cluster.forwarding import decode_received, encode_received
 from gateway.common.errors import (
     InvalidParameterValue,
     MissingParameter,
@@ -31,7 +35,9 @@ from gateway.common.results import FifoSent, Received
 from lease_store import fifo
 from lease_store.clock import Clock
 from lease_store.errors import LeaseError
+from lease_store.fifo_claims import Claim, claim_partition
 from lease_store.keys import PartitionKey
+from lease_store.notes import KIND_ATTEMPT, KIND_CLAIM, encode_note
 from lease_store.records import StoredMessage
 from lease_store.store import LeaseStore
 from topology.catalog import QueueRecord, group_partition, partition_keys
@@ -132,86 +138,183 @@ class FifoService:
         self._messages = messages
         self._leases = leases
         self._clock = clock
-        # (queue topic, scope key) -> the outcome of the send in progress (None: it failed)
-        self._pending: dict[tuple[str, bytes], asyncio.Future[FifoSent | None]] = {}
-        # (queue topic, ReceiveRequestAttemptId) -> (when, what it received), oldest first,
-        # on the queue's attempt home (see `receive`). In memory: a retry that follows a
-        # restart of the home, or a move of partition 0 to another gateway, receives anew.
-        self._attempts: OrderedDict[tuple[str, str], tuple[int, list[Received]]] = OrderedDict()
+        # (queue topic, scope key, a claim) -> the outcome of the send or claim in progress
+        # (None: it failed)
+        self._pending: dict[tuple[str, bytes, bool], asyncio.Future[FifoSent | None]] = {}
+        # What a receive with a ReceiveRequestAttemptId got is a note of the queue's partition
+        # 0 on its attempt home (see `receive`): in its lease store and changelog, so a retry
+        # finds it after a restart of the home or on the next gateway serving partition 0.
 
     async def send(
-        self, record: QueueRecord, message: StoredMessage, forward: bool = True
+        self,
+        record: QueueRecord,
+        message: StoredMessage,
+        forward: bool = True,
+        claimed: bool = False,
     ) -> FifoSent:
-        """Send unless a duplicate. With several gateways, on the gateway serving the message
+        """Send unless a duplicate. With several gateways, a send of scope `queue` is first
+        claimed on the gateway serving its id's claim partition (`fifo_claims.py`), which
+        then sends it `claimed`; every send is made on the gateway serving the message
         group's partition, whose lease store has the window (a forwarded send: `forward`
-        False, never forwarded again).
+        False, never forwarded again by the same step).
 
         A send whose owner was gone (`OwnerGone`) is sent once more where the partition's
         next owner serves it. Safe even if the gone owner had produced it: the retry has the
         same deduplication id, the next owner's window comes from the partition's log (its
-        restore replays it), and its ingest refuses a duplicate that reached the log anyway,
-        answering the original's MessageId, as for the client's own retry."""
+        restore replays it) and its claims from the changelog, and its ingest refuses a
+        duplicate that reached the log anyway, answering the original's MessageId, as for
+        the client's own retry."""
         try:
-            return await self._send_once(record, message, forward)
+            return await self._send_once(record, message, forward, claimed)
         except OwnerGone as gone:
-            target = self._target(record, message)
+            target = self._target(record, message, claimed)
             if not await self._messages.until_moved(record, target.partition, gone.owner):
                 raise
-            return await self._send_once(record, message, forward)
+            return await self._send_once(record, message, forward, claimed)
 
-    @staticmethod
-    def _target(record: QueueRecord, message: StoredMessage) -> PartitionKey:
-        """The partition of the message's group."""
+    def _claims(self, message: StoredMessage, claimed: bool) -> bool:
+        """Whether this send is to be claimed first (scope `queue`, several gateways)."""
+        return (
+            not claimed
+            and message.deduplication_scope == fifo.SCOPE_QUEUE
+            and not self._messages.one_gateway
+        )
+
+    def _target(self, record: QueueRecord, message: StoredMessage, claimed: bool) -> PartitionKey:
+        """The partition of the message's group, or of its claim (`_claims`)."""
         partitions = partition_keys(record)
+        if self._claims(message, claimed):
+            assert message.deduplication_id is not None
+            return partitions[claim_partition(message.deduplication_id, len(partitions))]
         return partitions[group_partition(message.message_group_id or "", len(partitions))]
 
     async def _send_once(
-        self, record: QueueRecord, message: StoredMessage, forward: bool
+        self, record: QueueRecord, message: StoredMessage, forward: bool, claimed: bool
     ) -> FifoSent:
         assert message.deduplication_id is not None and message.deduplication_scope is not None
-        target = self._target(record, message)
+        target = self._target(record, message, claimed)
         if forward:  # a forwarded send: the sender waited
             await self._messages.until_served(record, [target])
         elsewhere = self._messages.owner_elsewhere(record, target, forward)
         if elsewhere is not None:
             owner, forwarder = elsewhere
-            return await forwarder.fifo_send(owner, record.topic, message)
+            return await forwarder.fifo_send(owner, record.topic, message, claimed)
         key = fifo.scope_key(
             message.deduplication_id, message.deduplication_scope, message.message_group_id
         )
-        pending_key = (record.topic, key)
+        claiming = self._claims(message, claimed)
+        # Claims and sends of one key wait for each other apart: a claim's own send, made
+        # here when its group partition is served here too, must not wait for the claim.
+        pending_key = (record.topic, key, claiming)
         while (pending := self._pending.get(pending_key)) is not None:
             first = await asyncio.shield(pending)
             if first is not None:
                 return FifoSent(first.message_id, first.sequence_number, duplicate=True)
+        future: asyncio.Future[FifoSent | None] = asyncio.get_running_loop().create_future()
+        self._pending[pending_key] = future
+        outcome: FifoSent | None = None
+        try:
+            if claiming:
+                outcome = await self._claim_and_send(record, target, key, message)
+            else:
+                outcome = await self._send_here(record, key, message, claimed)
+            return outcome
+        finally:
+            del self._pending[pending_key]
+            future.set_result(outcome)  # None when the send failed: a waiter sends itself
+
+    async def _claim_and_send(
+        self, record: QueueRecord, claim_pk: PartitionKey, key: bytes, message: StoredMessage
+    ) -> FifoSent:
+        """On the gateway serving the claim partition: the claim's decision
+        (`lease_store/fifo_claims.py`), then the send to the group partition it admits."""
+        now_ms = self._clock.now_ms()
+        noted = self._leases.note(claim_pk, KIND_CLAIM, key, now_ms, fifo.DEDUPLICATION_WINDOW_MS)
+        claim = Claim.decode(noted[1]) if noted is not None else None
+        if claim is not None and claim.confirmed:
+            return FifoSent(claim.message_id, fifo.sequence_number(claim.offset), True)
+        if claim is not None and not claim.same_message(message):
+            # The claimed message's send failed or its gateway stopped before it was
+            # answered: a duplicate of it if it reached its partition, else only a send of
+            # that message again (its client's retry) settles it.
+            entry = await self._claimed_entry(record, claim, key)
+            if entry is None or entry.message_id != claim.message_id:
+                raise ServiceUnavailable(
+                    "A message with this MessageDeduplicationId is being sent; try again."
+                )
+            self._confirm(record, claim_pk, key, claim.with_offset(entry.offset))
+            return FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
+        if noted is None or claim is None:
+            claim = Claim.of(message, self._target(record, message, claimed=True).partition)
+            raw = self._leases.write_note(
+                claim_pk, KIND_CLAIM, key, now_ms, claim.encode(), sync=False
+            )
+        else:
+            # Published again: the first try may have failed before the changelog had it.
+            raw = encode_note(*noted)
+        self._messages.publish_note(claim_pk, KIND_CLAIM, key, raw)
+        # Durable before the message is sent: the WAL synced and, with several gateways,
+        # the changelog's acknowledgement (one of each for the writes of this loop turn).
+        await self._messages.group_sync.durable()
+        sent = await self.send(record, claim.resend(message), claimed=True)
+        confirmed = replace(claim, message_id=sent.message_id)
+        self._confirm(record, claim_pk, key, confirmed.with_offset(int(sent.sequence_number)))
+        return sent
+
+    def _confirm(
+        self, record: QueueRecord, claim_pk: PartitionKey, key: bytes, claim: Claim
+    ) -> None:
+        """A claim's offset, once known. Following, not awaited: a next owner that misses it
+        finds the claim unconfirmed, which the claimed message settles (fifo_claims.py)."""
+        if self._messages.ownership.serves(record.topic, claim_pk.partition):
+            rewritten = self._leases.rewrite_note(claim_pk, KIND_CLAIM, key, claim.encode())
+            if rewritten is not None:
+                self._messages.publish_note(claim_pk, KIND_CLAIM, key, rewritten)
+
+    async def _claimed_entry(
+        self, record: QueueRecord, claim: Claim, key: bytes
+    ) -> fifo.DedupEntry | None:
+        """The window entry of `key` in the claimed message's partition, from its owner."""
+        elsewhere = self._messages.owner_elsewhere(
+            record, partition_keys(record)[claim.partition], True
+        )
+        if elsewhere is None:
+            return self.entry_here(record, claim.partition, key)
+        owner, forwarder = elsewhere
+        return await forwarder.fifo_entry(owner, record.topic, claim.partition, key)
+
+    def entry_here(self, record: QueueRecord, partition: int, key: bytes) -> fifo.DedupEntry | None:
+        """The window entry of `key` in a partition served here (`NotServedHere` if not)."""
+        (served,) = self._messages.served_here(record, [partition])
+        pk = partition_keys(record)[served]
+        return self._leases.deduplication_entry(pk, key, self._clock.now_ms())
+
+    async def _send_here(
+        self, record: QueueRecord, key: bytes, message: StoredMessage, claimed: bool
+    ) -> FifoSent:
+        """On the gateway serving the group partition: the window, then the send."""
         keys = partition_keys(record)
-        if message.deduplication_scope == fifo.SCOPE_MESSAGE_GROUP:
-            # A group lives on one partition, and its duplicates with it.
+        if claimed or message.deduplication_scope == fifo.SCOPE_MESSAGE_GROUP:
+            # A group lives on one partition, and its duplicates with it; a claimed message
+            # was decided by its claim, and only copies of it may be in its partition.
             keys = (keys[group_partition(message.message_group_id or "", len(keys))],)
         now_ms = self._clock.now_ms()
         for pk in keys:
             entry = self._leases.deduplication_entry(pk, key, now_ms)
             if entry is not None:
                 return FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
-        future: asyncio.Future[FifoSent | None] = asyncio.get_running_loop().create_future()
-        self._pending[pending_key] = future
-        outcome: FifoSent | None = None
-        try:
-            delivered = await self._messages.send(record, message)
-            outcome = FifoSent(message.message_id, fifo.sequence_number(delivered.offset), False)
-            pk = partition_keys(record)[delivered.partition]
-            entry = self._leases.deduplication_entry(pk, key, self._clock.now_ms())
-            if entry is not None and entry.offset != delivered.offset:
-                # Ingest found an original this gateway did not know of: the record was dropped.
-                outcome = FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
-            return outcome
-        finally:
-            del self._pending[pending_key]
-            future.set_result(outcome)  # None when the send failed: a waiter sends itself
+        delivered = await self._messages.send(record, message)
+        pk = partition_keys(record)[delivered.partition]
+        entry = self._leases.deduplication_entry(pk, key, self._clock.now_ms())
+        if entry is not None and entry.offset != delivered.offset:
+            # Ingest found an original this gateway did not know of: the record was dropped.
+            return FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
+        return FifoSent(message.message_id, fifo.sequence_number(delivered.offset), False)
 
     def prune(self, record: QueueRecord) -> None:
-        """Forget the queue's deduplication entries older than the window and its released
-        group locks (a periodic sweep; neither is needed, both would pile up)."""
+        """Forget the queue's deduplication entries, claims and receive attempts older than
+        their window and its released group locks (a periodic sweep; none is needed, all
+        would pile up)."""
         now_ms = self._clock.now_ms()
         for pk in partition_keys(record):
             if not self._messages.ownership.serves(record.topic, pk.partition):
@@ -220,6 +323,11 @@ class FifoService:
             # (catching up after an outage) must still find the entry a duplicate follows.
             self._leases.prune_deduplication(pk, now_ms - PRUNE_MARGIN_MS)
             self._leases.prune_group_locks(pk, now_ms)
+            # Claims and receive attempts are read only within their window.
+            for kind in (KIND_CLAIM, KIND_ATTEMPT):
+                before_ms = now_ms - fifo.DEDUPLICATION_WINDOW_MS
+                for name in self._leases.prune_notes(pk, kind, before_ms):
+                    self._messages.publish_note(pk, kind, name, None)
 
     async def receive(
         self,
@@ -291,16 +399,14 @@ class FifoService:
         timeout", the API reference); None when none are. Messages on partitions other
         gateways serve are checked and restarted by their owners.
         """
+        home = partition_keys(record)[0]
         now_ms = self._clock.now_ms()
-        while self._attempts:
-            at_ms, _ = next(iter(self._attempts.values()))
-            if now_ms - at_ms < ATTEMPT_WINDOW_MS:
-                break
-            self._attempts.popitem(last=False)
-        remembered = self._attempts.get((record.topic, attempt_id))
-        if remembered is None:
+        noted = self._leases.note(
+            home, KIND_ATTEMPT, attempt_id.encode(), now_ms, ATTEMPT_WINDOW_MS
+        )
+        if noted is None:
             return None
-        earlier = remembered[1]
+        earlier = [decode_received(raw) for raw in json.loads(noted[1])]
         handles = [received.receipt_handle for received in earlier]
         current = self.restart_here(record, handles, visibility_s)
         by_owner: dict[Owner, tuple[Forwarder, list[int]]] = {}
@@ -355,6 +461,12 @@ class FifoService:
         self, record: QueueRecord, attempt_id: str, received: list[Received]
     ) -> None:
         if received:
-            key = (record.topic, attempt_id)
-            self._attempts[key] = (self._clock.now_ms(), received)
-            self._attempts.move_to_end(key)  # oldest first, for the pruning in `_attempt`
+            home = partition_keys(record)[0]
+            value = json.dumps(
+                [encode_received(r.delivery, r.receipt_handle) for r in received]
+            ).encode()
+            name = attempt_id.encode()
+            raw = self._leases.write_note(
+                home, KIND_ATTEMPT, name, self._clock.now_ms(), value, sync=False
+            )
+            self._messages.publish_note(home, KIND_ATTEMPT, name, raw)

@@ -8,11 +8,11 @@ reads the history.
 
 A 15-minute run (what the issue measured) cannot fit in CI. What made the old loop slow was
 the size of that history, which Spark caps at `spark.sql.streaming.numRecentProgressUpdates`
-(100 entries per query by default). So the bounded equivalent sets that cap to 20 (through
+(100 entries per query by default). So the bounded equivalent sets that cap to 10 (through
 `PYSPARK_SUBMIT_ARGS`, as a user would pass `--conf`), keeps the default triggers' ratio (10 s
 Kafka, 60 s Parquet) at a 50 times faster pace (0.2 s and 1.2 s) with a steady stream of
-events until each Kafka query has run more than 20 batches (a full history) and each Parquet
-query more than 4, then sends SIGTERM. (Measured once with the default cap and every query at
+events until each Kafka query has run more than 10 batches (a full history) and each Parquet
+query more than 2, then sends SIGTERM. (Measured once with the default cap and every query at
 0.2 s until all four passed 100 batches: 458 batch lines in 450 s, the latest 0.33 s after its
 batch, exit 6.1 s after SIGTERM; with the default cap and the 100/16 batches of the default
 ratio this test took ~240 s of CI.) It checks that every batch line reached the reader within a
@@ -41,10 +41,10 @@ from spark_streaming.settings import EVENTS_TOPIC
 from tests.support.harness import ACCOUNT_ID, GatewayProcess
 
 # The progress history Spark keeps per query (`numRecentProgressUpdates`; its default is 100).
-HISTORY = 20
+HISTORY = 10
 # Batches each query must have run: more than a full progress history for the Kafka queries,
-# and the Parquet ones as many as the default triggers' ratio (10 s to 60 s) gives.
-QUERIES = {"metrics-kafka": HISTORY, "dlq-kafka": HISTORY, "metrics-parquet": 4, "dlq-parquet": 4}
+# and the Parquet ones about as many as the default triggers' ratio (10 s to 60 s) gives.
+QUERIES = {"metrics-kafka": HISTORY, "dlq-kafka": HISTORY, "metrics-parquet": 2, "dlq-parquet": 2}
 LINE_LAG_S = 5.0
 STOP_S = 10.0
 RUN_DEADLINE_S = 900.0

@@ -1,7 +1,10 @@
 """Encryption at rest, end to end: a queue that says it is encrypted has no body or attribute
 in clear in the broker's files or the lease store's, while its messages round-trip through
 both protocols with their MD5s, through dead-letter moves, move tasks, a restart and a
-Kafka-native reader; a queue with SSE off keeps clear text for Kafka-native readers.
+Kafka-native reader; a queue with SSE off keeps clear text for Kafka-native readers. The
+gateway has a master key file (SQS-managed encryption) and AWS KMS (moto's server on
+127.0.0.1) for `KmsMasterKeyId`s: a KMS queue's records name its KMS key, KMS's refusals
+answer as SQS's, and no AWS secret reaches the log.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from tests.support.attribute_md5 import attributes_md5
 from tests.support.harness import LOG_DIRS, GatewayProcess, client_for, eventually
+from tests.support.moto_kms import MotoKms, moto_kms
 from tests.support.move_tasks import arn_of, redrive_to
 from tests.support.replay import replay_client, wait_until_ended
+from topology.encryption import envelope
 from topology.encryption.keys import create_master_key_file
 from topology.encryption.reader import RecordOpener
 from topology.names import EVENTS_TOPIC, LEASES_TOPIC
@@ -35,14 +40,31 @@ def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def kms() -> Iterator[MotoKms]:
+    with moto_kms() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def kms_key(kms: MotoKms) -> str:
+    """The gateway's KQS_KMS_KEY_ID, which `alias/aws/sqs` stands for."""
+    return kms.new_key()
+
+
+@pytest.fixture(scope="module")
 def keyed_gateway(
-    kafka_bootstrap: str, key_file: Path, tmp_path_factory: pytest.TempPathFactory
+    kafka_bootstrap: str,
+    key_file: Path,
+    kms: MotoKms,
+    kms_key: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[GatewayProcess]:
-    """A gateway with a master key (the session's has none), for this module's queues."""
+    """A gateway with a master key and a KMS (the session's has neither), for this module's
+    queues."""
     process = GatewayProcess(
         tmp_path_factory.mktemp("keyed") / "gateway",
         kafka_bootstrap,
-        env={"KQS_MASTER_KEY_FILE": str(key_file)},
+        env={"KQS_MASTER_KEY_FILE": str(key_file), **kms.environment(kms_key)},
     )
     process.start()
     yield process
@@ -333,3 +355,72 @@ def test_replay_and_peek_open_an_encrypted_queues_logged_records(
     assert {m["Body"] for m in peeked} >= set(sent.values())
     for message in peeked:
         assert message["MD5OfBody"] == hashlib.md5(message["Body"].encode()).hexdigest()
+
+
+def _records(bootstrap: str, url: str, count: int) -> list[Any]:
+    """The first `count` records of the queue's topic (partition 0), as Kafka has them."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(_topic_of(bootstrap, url), 0, OFFSET_BEGINNING)])
+    records: list[Any] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(records) < count and time.monotonic() < deadline:
+            record = consumer.poll(1.0)
+            if record is not None and not record.error():
+                records.append(record)
+    finally:
+        consumer.close()
+    assert len(records) == count
+    return records
+
+
+def test_a_kms_queue_is_sealed_under_its_own_kms_key_and_says_so(
+    sqs: Any,
+    kms: MotoKms,
+    keyed_gateway: GatewayProcess,
+    kafka_bootstrap: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a queue whose KmsMasterKeyId is a key of the KMS
+    own_key = kms.new_key()
+    url = _new_queue(sqs, "own-kms", KmsMasterKeyId=own_key)
+    marker = f"marker-{uuid.uuid4().hex}"
+    # When messages are sent and received
+    sent = _send(sqs, url, marker, 2)
+    received = _receive_all(sqs, url, 2, delete=True)
+    # Then they round-trip, the queue reports its key, and every record's envelopes name
+    # that KMS key (its data key came from KMS's GenerateDataKey under it)
+    assert {mid: m["Body"] for mid, m in received.items()} == sent
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attributes["KmsMasterKeyId"] == own_key
+    assert attributes["SqsManagedSseEnabled"] == "false"
+    records = _records(kafka_bootstrap, url, 2)
+    for record in records:
+        assert marker.encode() not in record.value()
+        assert envelope.parse(record.value())[1] == f"kms:{own_key}"
+    # and a Kafka-native reader with KMS access opens them
+    for name, value in kms.environment(own_key).items():
+        monkeypatch.setenv(name, value)
+    opener = RecordOpener.from_kms()
+    bodies = {opener.body(r.value(), r.headers()) for r in records}
+    assert bodies == {body.encode() for body in sent.values()}
+    # and the gateway's AWS secret is not in its log
+    assert kms.secret_key not in keyed_gateway.log_path.read_text()
+
+
+def test_a_kms_key_kms_does_not_know_refuses_the_send_as_sqs_does(sqs: Any) -> None:
+    # Given a queue whose KmsMasterKeyId names no key of the KMS (accepted when set, as SQS
+    # does: the key is used at the first send)
+    url = _new_queue(sqs, "missing-kms", KmsMasterKeyId="alias/no-such-key")
+    # When a message is sent, then KMS's refusal is the answer, as SQS gives it
+    with pytest.raises(sqs.exceptions.ClientError) as refused:
+        sqs.send_message(QueueUrl=url, MessageBody="never stored")
+    error = refused.value.response["Error"]
+    assert error["Code"] in ("KmsNotFound", "KMS.NotFoundException")
+    assert "NotFoundException" in error["Message"] and "alias/no-such-key" in error["Message"]

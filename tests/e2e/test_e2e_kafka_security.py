@@ -3,8 +3,10 @@ listener, an mTLS listener and the StandardAuthorizer, SCRAM users created throu
 API, and only the ACLs docs/GUIDE.md lists (`topology/acls.py`) granted.
 
 - the whole message path through two gateways in group mode (sent through one, received
-  through the other), whose every Kafka client logs in with SCRAM from a Java-style
-  `client.properties` (MSK's), in both protocols; the secret in no log line, not in /metrics;
+  and deleted through the other, which forwards to the first's partition), whose every Kafka
+  client logs in with SCRAM from a Java-style `client.properties` (MSK's), and which serve
+  HTTPS, each with its own certificate from one private CA, to clients and to each other
+  (`--tls-peer-ca`), in both protocols; the secret in no log line, not in /metrics;
 - a gateway whose principal lacks one documented ACL answers with an error naming it;
 - each login KQS documents (PLAIN over TLS as Confluent Cloud gives it, SCRAM in librdkafka's
   dialect from `KQS_KAFKA_*`, mutual TLS, OAUTHBEARER with OIDC client credentials) reaches
@@ -19,6 +21,7 @@ import asyncio
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -31,6 +34,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from lease_store.handles import ReceiptHandleCodec
+from tests.support.group_mode import gateway_id, owners_of, topic_of
 from tests.support.harness import GatewayProcess, client_for, eventually, free_port
 from tests.support.secure_kafka import SecureKafka, secure_kafka, token_endpoint
 from topology import acls, client_properties
@@ -40,6 +45,7 @@ GATEWAY_USER = "kqs-gateway"
 PLAIN_USER = "kqs-plain"
 NO_WRITE_USER = "kqs-no-write"
 ANALYTICS_USER = "kqs-analytics"
+RECEIPT_SECRET = uuid.uuid4().hex
 
 
 @pytest.fixture(scope="module")
@@ -59,16 +65,24 @@ def gateways(
 ) -> Iterator[list[GatewayProcess]]:
     """Two gateways in group mode, sharing the queues' partitions, whose Kafka clients all log
     in as `kqs-gateway` (SCRAM-SHA-512) from the properties file MSK's documentation has
-    users write."""
+    users write, and which serve HTTPS with a certificate each, signed by a private CA (the
+    broker's here) that each trusts for the other (`KQS_TLS_PEER_CA`)."""
     config = kafka.properties_file("msk-scram", kafka.scram_properties(GATEWAY_USER))
     env = {
         "KQS_KAFKA_CONFIG": str(config),
         "KQS_PARTITION_OWNERSHIP": "group",
-        "KQS_RECEIPT_SECRET": uuid.uuid4().hex,
+        "KQS_RECEIPT_SECRET": RECEIPT_SECRET,
         "KQS_PARTITIONS": "2",
+        "KQS_TLS_PEER_CA": str(kafka.ca.cert),
     }
     work = tmp_path_factory.mktemp("secure-gateways")
-    pair = [GatewayProcess(work / name, kafka.bootstrap, env=env) for name in "ab"]
+    pair = []
+    for name in "ab":
+        server = kafka.ca.pem(f"gateway-{name}", ("localhost", "127.0.0.1"), server=True)
+        tls = {"KQS_TLS_CERT": str(server.cert), "KQS_TLS_KEY": str(server.key)}
+        pair.append(
+            GatewayProcess(work / name, kafka.bootstrap, env=env | tls, tls_ca=kafka.ca.cert)
+        )
     try:
         for process in pair:
             process.start(timeout_s=90)
@@ -80,14 +94,26 @@ def gateways(
 
 @pytest.mark.parametrize("protocol", ["json", "query"])
 def test_the_message_path_runs_over_sasl_ssl_with_only_the_documented_acls(
-    gateways: list[GatewayProcess], kafka: SecureKafka, protocol: str
+    gateways: list[GatewayProcess],
+    kafka: SecureKafka,
+    protocol: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(kafka.ca.cert))  # the clients' `verify=`
     sender, sqs = (client_for(protocol, g.endpoint) for g in gateways)
     # Given a queue of two partitions created through one of two gateways that may do only
-    # what docs/GUIDE.md grants them
-    url = sender.create_queue(
-        QueueName=f"secure-{protocol}", Attributes={"VisibilityTimeout": "30"}
-    )["QueueUrl"]
+    # what docs/GUIDE.md grants them, each serving one of its partitions
+    name = f"secure-{protocol}"
+    url = sender.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
+    topic = topic_of(kafka.bootstrap, name, kafka.super_user())
+    ids = [gateway_id(g) for g in gateways]
+
+    def one_partition_each() -> dict[int, Any] | None:
+        owners = owners_of(kafka.bootstrap, topic, kafka.super_user())
+        return owners if sorted(o.gateway for o in owners.values()) == sorted(ids) else None
+
+    owners = eventually(one_partition_each, "each gateway serving a partition", 60)
+    assert all(owner.endpoint.startswith("https://") for owner in owners.values())
     # when messages are sent through one, received through the other, made visible again,
     # received again and deleted
     sender.send_message_batch(
@@ -103,6 +129,11 @@ def test_the_message_path_runs_over_sasl_ssl_with_only_the_documented_acls(
         return received if len(received) == 3 else None
 
     eventually(all_three, "the three messages", 30)
+    # (sent into the partition the sender serves: the receiving gateway leased them, and
+    # deletes them below, through the sender, over HTTPS)
+    codec = ReceiptHandleCodec(RECEIPT_SECRET.encode())
+    partitions = {codec.decode(m["ReceiptHandle"]).partition for m in received.values()}
+    assert ids[0] in {owners[p].gateway for p in partitions}
     sqs.change_message_visibility(
         QueueUrl=url, ReceiptHandle=received["m0"]["ReceiptHandle"], VisibilityTimeout=0
     )
@@ -127,7 +158,11 @@ def test_the_message_path_runs_over_sasl_ssl_with_only_the_documented_acls(
     secret = kafka.users[GATEWAY_USER]
     for gateway in gateways:
         assert secret not in gateway.log_path.read_text()
-        with urllib.request.urlopen(f"{gateway.endpoint}/metrics", timeout=10) as response:
+        with urllib.request.urlopen(
+            f"{gateway.endpoint}/metrics",
+            timeout=10,
+            context=ssl.create_default_context(cafile=kafka.ca.cert),
+        ) as response:
             assert secret not in response.read().decode()
 
 
@@ -158,9 +193,19 @@ def test_a_missing_acl_is_named_in_the_error_and_the_log(
         # when it sends a message
         with pytest.raises(sqs.exceptions.ClientError) as refused:
             sqs.send_message(QueueUrl=url, MessageBody="refused")
-        # then the error names the grant that is missing, and so does the log
+        # and a batch
+        answer = sqs.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "refused"} for i in range(2)]
+        )
+        # then the error names the grant that is missing, so does each batch entry's, and so
+        # does the log
         message = refused.value.response["Error"]["Message"]
         assert "WRITE on topics prefixed 'kqs.'" in message
+        assert not answer.get("Successful")
+        assert [f["Id"] for f in answer["Failed"]] == ["0", "1"]
+        for failed in answer["Failed"]:
+            assert "WRITE on topics prefixed 'kqs.'" in failed["Message"]
+            assert failed["SenderFault"] is False
         log = gateway.log_path.read_text()
         assert "missing ACL" in log and "WRITE on topics prefixed 'kqs.'" in log
         assert password not in log
@@ -259,8 +304,12 @@ def test_oauthbearer_with_oidc_client_credentials(kafka: SecureKafka) -> None:
     reason="set KQS_TEST_SECURE_ANALYTICS=1 (starts Spark against the SASL_SSL broker)",
 )
 def test_the_analytics_and_their_dashboard_run_over_sasl_ssl_with_their_acls(
-    kafka: SecureKafka, gateways: list[GatewayProcess], tmp_path: Path
+    kafka: SecureKafka,
+    gateways: list[GatewayProcess],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(kafka.ca.cert))  # the gateways serve HTTPS
     # Given the analytics' own principal with only its documented ACLs, configured in
     # librdkafka's terms (which Spark's Java clients get translated), and events to analyse
     password = kafka.add_scram_user(ANALYTICS_USER, "SCRAM-SHA-256")

@@ -94,6 +94,10 @@ def test_inspect_shows_offsets_state_and_counts(own_gateway: GatewayProcess) -> 
     assert queue["attributes"]["VisibilityTimeout"] == "45"
     assert queue["attributes"]["QueueArn"] == f"arn:aws:sqs:us-east-1:000000000000:{name}"
     assert queue["tags"] == {"team": "ops"}
+    # (encryption as this gateway, which has no master key, reports it, and what it asks)
+    assert report["keys"].startswith("none")
+    assert queue["attributes"]["SqsManagedSseEnabled"] == "false"
+    assert queue["stored_attributes"] == {"SqsManagedSseEnabled": "true"}
     assert queue["counts"] == {"visible": 3, "in_flight": 1, "delayed": 1}
     assert queue["partitions"] == [
         {

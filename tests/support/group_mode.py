@@ -4,6 +4,7 @@ what, read from Kafka, and receiving through all of them."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -20,10 +21,18 @@ def gateway_id(process: GatewayProcess) -> str:
     return (process.data_dir / "gateway-id").read_text().strip()
 
 
-def owners_of(bootstrap: str, topic: str) -> dict[int, Owner]:
-    """The owners directory's latest entry for each partition of `topic`."""
+def owners_of(
+    bootstrap: str, topic: str, login: Mapping[str, str] | None = None
+) -> dict[int, Owner]:
+    """The owners directory's latest entry for each partition of `topic` (`login`: the
+    client's security settings on a secured cluster)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "test-owners", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "test-owners",
+            "enable.auto.commit": False,
+            **(login or {}),
+        }
     )
     try:
         _, high = consumer.get_watermark_offsets(TopicPartition(OWNERS_TOPIC, 0), timeout=10)
@@ -46,8 +55,10 @@ def owners_of(bootstrap: str, topic: str) -> dict[int, Owner]:
         consumer.close()
 
 
-def topic_of(bootstrap: str, name: str) -> str:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-topics"})
+def topic_of(bootstrap: str, name: str, login: Mapping[str, str] | None = None) -> str:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "test-topics", **(login or {})}
+    )
     try:
         prefix = f"kqs.{ACCOUNT_ID}.{name}."
         topics: list[str] = list(consumer.list_topics(timeout=10).topics)

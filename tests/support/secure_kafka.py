@@ -46,16 +46,17 @@ class SecureKafka:
 
     def admin(self) -> AdminClient:
         """A new admin client of the super user (keep it while its futures are awaited)."""
-        return AdminClient(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "security.protocol": "SASL_SSL",
-                "sasl.mechanisms": "PLAIN",
-                "sasl.username": ADMIN_USER,
-                "sasl.password": self.admin_password,
-                "ssl.ca.location": str(self.ca.cert),
-            }
-        )
+        return AdminClient({"bootstrap.servers": self.bootstrap, **self.super_user()})
+
+    def super_user(self) -> dict[str, str]:
+        """The login of the super user (librdkafka's terms), for the tests' own clients."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": ADMIN_USER,
+            "sasl.password": self.admin_password,
+            "ssl.ca.location": str(self.ca.cert),
+        }
 
     def add_scram_user(self, name: str, mechanism: str = "SCRAM-SHA-512") -> str:
         """A SCRAM user created through the admin API (AlterUserScramCredentials); its password."""

@@ -1,5 +1,5 @@
 """Data keys: one current key per queue, rotated on its reuse period, and the keys of the
-envelopes read, unwrapped once each.
+envelopes read, unwrapped once each per `OPEN_CACHE_S`.
 
 As in SQS, a queue's data key is reused for `KmsDataKeyReusePeriodSeconds` (60 s to 24 h,
 300 s by default), so the key provider (an external KMS is a network call) is asked once per
@@ -24,6 +24,9 @@ MAX_USES_PER_KEY = 1 << 30
 # Unwrapped keys kept for opening: one per queue and reuse period in the retained messages of
 # the busiest queues; each costs ~1 KB. A miss costs one unwrap (a KMS call for KMS keys).
 OPEN_CACHE_KEYS = 4096
+# ... and for this long at most, as SQS keeps a data key it decrypted for the reuse period: a
+# master key disabled or revoked in the KMS stops opening messages within this time.
+OPEN_CACHE_S = DEFAULT_REUSE_S
 
 
 @dataclass(slots=True)
@@ -44,7 +47,8 @@ class DataKeys:
         self._provider = provider
         self._clock = clock
         self._current: dict[tuple[str, str | None], DataKey] = {}
-        self._opened: OrderedDict[tuple[str, bytes], AESGCM] = OrderedDict()
+        # (master key id, wrapped key) -> (its cipher, when it was unwrapped or made, in ms)
+        self._opened: OrderedDict[tuple[str, bytes], tuple[AESGCM, int]] = OrderedDict()
 
     def for_sealing(self, scope: str, key_ref: str | None, reuse_s: int) -> DataKey:
         """The data key a queue (`scope`) seals with now: a new one once the current is
@@ -75,8 +79,11 @@ class DataKeys:
         found, key_id, wrapped, nonce_at = envelope.parse(sealed)
         if found != purpose:
             raise envelope.EnvelopeError(f"an envelope of purpose {found!r}, not {purpose!r}")
-        cipher = self._opened.get((key_id, wrapped))
-        if cipher is None:
+        cached = self._opened.get((key_id, wrapped))
+        if cached is not None and self._clock.now_ms() - cached[1] < OPEN_CACHE_S * 1000:
+            self._opened.move_to_end((key_id, wrapped))
+            cipher = cached[0]
+        else:
             try:
                 plaintext = self._provider.unwrap(key_id, wrapped)
             except envelope.UnknownMasterKey:
@@ -85,11 +92,10 @@ class DataKeys:
                 raise envelope.EnvelopeError(str(error)) from error
             cipher = AESGCM(plaintext)
             self._remember((key_id, wrapped), cipher)
-        else:
-            self._opened.move_to_end((key_id, wrapped))
         return envelope.open_with(sealed, nonce_at, cipher)
 
     def _remember(self, wrapped: tuple[str, bytes], cipher: AESGCM) -> None:
-        self._opened[wrapped] = cipher
+        self._opened[wrapped] = (cipher, self._clock.now_ms())
+        self._opened.move_to_end(wrapped)
         if len(self._opened) > OPEN_CACHE_KEYS:
             self._opened.popitem(last=False)

@@ -27,6 +27,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from topology.encryption.envelope import DATA_KEY_BYTES, NONCE_BYTES, UnknownMasterKey
 
 MASTER_KEY_BYTES = 32
+# The master key `kqs serve` makes in its data directory with the embedded broker.
+MASTER_KEY_FILE = "master.key"
 # The associated data of a data key wrapped by a file master key: this prefix, then the
 # master key's id (so a wrapped key cannot pass for one of another master key).
 WRAP_CONTEXT = b"kqs data key:"

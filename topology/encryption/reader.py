@@ -3,7 +3,7 @@
     from confluent_kafka import DeserializingConsumer
     from topology.encryption.reader import DecryptingDeserializer, RecordOpener
 
-    opener = RecordOpener.from_master_key_file("data/master.key")
+    opener = RecordOpener.from_master_key_file("data/master.key")  # or .from_kms()
     consumer = DeserializingConsumer(
         {**consumer_config, "value.deserializer": DecryptingDeserializer(opener)}
     )
@@ -33,6 +33,7 @@ from topology.encryption.envelope import (
     PURPOSE_BODY,
 )
 from topology.encryption.keys import FileKeyProvider, KeyProvider
+from topology.encryption.kms import KmsKeyProvider, KmsWithFileKeys
 
 # As confluent-kafka gives them: a list of (name, value), or a dict from a producer's side.
 RecordHeaders = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
@@ -55,6 +56,16 @@ class RecordOpener:
     @classmethod
     def from_master_key_file(cls, path: str | Path) -> RecordOpener:
         return cls(FileKeyProvider.from_file(Path(path)))
+
+    @classmethod
+    def from_kms(cls, master_key_file: str | Path | None = None) -> RecordOpener:
+        """For queues whose keys are in AWS KMS (a gateway with KQS_KMS_KEY_ID): KMS reached
+        with the usual AWS settings, as the gateway reaches it, and `Decrypt` allowed on the
+        keys; with the deployment's master key file too when SQS-managed queues use it."""
+        kms = KmsKeyProvider.from_environment("")
+        if master_key_file is None:
+            return cls(kms)
+        return cls(KmsWithFileKeys(kms, FileKeyProvider.from_file(Path(master_key_file))))
 
     def body(self, value: bytes | None, headers: RecordHeaders) -> bytes | None:
         """The record's body in clear. Raises `EnvelopeError` if it does not open."""

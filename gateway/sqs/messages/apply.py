@@ -9,9 +9,6 @@ from dataclasses import replace
 
 from gateway.sqs.messages.routing import Routing
 from gateway.sqs.messages.state import ApplyTarget
-from gateway.sqs.queues import (
-    is_fifo,
-)
 from lease_store.keys import PartitionKey
 from lease_store.records import StoredMessage
 from topology.catalog import QueueRecord, partition_keys
@@ -42,9 +39,6 @@ class Applying(Routing):
         if not self._everything_here:
             self._in_this_spell(topic, partition, pk)
         self._leases.ingest(pk, batch, self._clock.now_ms())
-        if topic not in self.fair_topics and not is_fifo(record):
-            if any(message.message_group_id is not None for _, message in batch):
-                self.fair_topics.add(topic)  # another producer's grouped send
         self._apply_ahead(record, topic, partition, pk)
 
     def _delivered(

@@ -183,8 +183,9 @@ class Receiving(Counting):
                     continue
                 taken.append(Taken(pk, spell, len(received)))
             # FIFO: groups in order, nothing from a group with a message in flight. Fair: a
-            # standard queue known to carry MessageGroupIds (`fair_topics`); groups take turns.
-            plain = not fifo_queue and record.topic not in self.fair_topics
+            # standard queue's partition that stored a MessageGroupId (`PartitionState.
+            # grouped`, kept with the partition across restarts and moves); groups take turns.
+            plain = not fifo_queue and not self._leases.grouped(pk)
             take = self._leases.receive
             if fifo_queue:
                 take = self._leases.receive_fifo
@@ -192,8 +193,6 @@ class Receiving(Counting):
                 take = self._leases.receive_fair
             outcome = take(pk, now_ms, wanted, visibility_ms, retention_ms, max_receive_count)
             if delivered := outcome.delivered:
-                if plain and any(d.message.message_group_id is not None for d in delivered):
-                    self.fair_topics.add(record.topic)  # fair from the next receive on
                 encode = self._handles.encode  # each message received gets its receipt handle
                 received.extend(
                     [

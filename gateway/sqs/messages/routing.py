@@ -234,6 +234,17 @@ class Routing(MessageState):
             raise ServiceUnavailable("No channel to the gateway serving this partition.")
         return self._forwarder
 
+    @property
+    def one_gateway(self) -> bool:
+        """Whether this gateway serves every partition (the default, `EveryPartition`)."""
+        return self._everything_here
+
+    def publish_note(self, pk: PartitionKey, kind: bytes, name: bytes, raw: bytes | None) -> None:
+        """A note of the lease store (`lease_store/notes.py`) to the changelog, following
+        (with several gateways, acknowledged by the next `group_sync.durable()`)."""
+        if self._changelog is not None:
+            self._changelog.note(pk, kind, name, raw)
+
     def _changes(self) -> contextlib.AbstractContextManager[Confirmation]:
         """Collects the lease changelog records of a change, to await their acknowledgement."""
         if self._changelog is None:

@@ -130,8 +130,6 @@ class Sending(Applying):
         # As the queue keeps it: its record, the lease store's copy and the re-sends of both.
         message = self.encryption.for_queue(record, message)
         group = message.message_group_id if fifo else None  # FIFO: key = group
-        if group is None and message.message_group_id is not None:
-            self.fair_topics.add(record.topic)  # a fair queue (see `_receive_now`)
         applied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         partition: int | None
         if group is not None:

@@ -90,10 +90,6 @@ class MessageState:
         self._signals = signals
         self._handles = handles
         self._region = region
-        # Standard queues that were sent a MessageGroupId (fair queues), by topic: marked by a
-        # grouped send through this gateway, a grouped message ingested, or a receive that
-        # returned one (after a restart, or on a partition taken over from another gateway).
-        self.fair_topics: set[str] = set()
         self._ingest_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = (
             defaultdict(list)
         )

@@ -19,6 +19,7 @@ import urllib.request
 import uuid
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -767,3 +768,116 @@ def request_waiting(process: GatewayProcess) -> bool:
             rows += [line.split() for line in table.readlines()[1:]]
     # columns: sl, local address, remote address, state, tx_queue:rx_queue (hex), ...
     return any(row[1].endswith(port) and int(row[4].split(":")[1], 16) > 0 for row in rows)
+
+
+def test_one_deduplication_id_sent_through_both_gateways_at_once_is_enqueued_once(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: a FIFO queue of each DeduplicationScope, and groups on partitions of both
+    # gateways where the group's choice allows it (`serving_and_other`)
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    urls: dict[str, str] = {}
+    for scope in ("queue", "messageGroup"):
+        name = f"at-once-{scope[0]}-{uuid.uuid4().hex[:10]}.fifo"
+        attributes = {"FifoQueue": "true", "DeduplicationScope": scope}
+        urls[scope] = clients[0].create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    x, y, x_partitions = serving_and_other(
+        gateways, kafka_bootstrap, topic_of(kafka_bootstrap, urls["queue"].rsplit("/", 1)[1])
+    )
+    y_partitions = set(range(PARTITIONS)) - x_partitions or x_partitions
+    ids = [f"dedup-{i}" for i in range(8)]
+
+    def send(index: int, url: str, dedup: str, group: str) -> dict[str, Any]:
+        answer: dict[str, Any] = clients[index].send_message(
+            QueueUrl=url,
+            MessageBody=f"{dedup} through {index} in {group}",
+            MessageGroupId=group,
+            MessageDeduplicationId=dedup,
+        )
+        return answer
+
+    # When: each id is sent through both gateways at the same moment: to the queue-scope
+    # queue with a group of each gateway's partitions (X's through X, Y's through Y), to
+    # the group-scope queue in one group through both
+    queue_groups = (group_on(min(x_partitions)), group_on(min(y_partitions), nth=1))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        at_once = {
+            (scope, dedup): [
+                pool.submit(send, index, urls[scope], dedup, group)
+                for index, group in zip(
+                    (x, y),
+                    queue_groups if scope == "queue" else (group_on(0), group_on(0)),
+                    strict=True,
+                )
+            ]
+            for dedup in ids
+            for scope in urls
+        }
+        answers = {key: [f.result() for f in futures] for key, futures in at_once.items()}
+
+    # Then: both sends of an id are answered with one MessageId and SequenceNumber, and each
+    # queue delivers one message per id, once
+    for (scope, dedup), (first, second) in answers.items():
+        assert (first["MessageId"], first["SequenceNumber"]) == (
+            second["MessageId"],
+            second["SequenceNumber"],
+        ), f"{scope}: {dedup} enqueued twice"
+    for scope, url in urls.items():
+        got = receive_all(clients, url, len(ids))
+        assert sorted(body.split(" ")[0] for body in got) == sorted(ids), scope
+        assert all(len(handles) == 1 for handles in got.values())
+
+        def all_in_flight(url: str = url) -> bool | None:
+            return True if counts(clients[0], url) == (0, len(ids)) else None
+
+        eventually(all_in_flight, f"{scope}: nothing else")
+    # And: with scope messageGroup, the same id in another group is another message
+    again = send(y, urls["messageGroup"], ids[0], group_on(1))
+    assert again["MessageId"] not in {a["MessageId"] for a in answers[("messageGroup", ids[0])]}
+
+
+def test_a_retried_fifo_receive_is_answered_the_same_after_its_home_left(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: a FIFO queue's messages received with a ReceiveRequestAttemptId, remembered by
+    # the queue's attempt home (the gateway serving its partition 0, H)
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    name = f"attempt-moved-{uuid.uuid4().hex[:10]}.fifo"
+    attributes = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    url = clients[0].create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    topic = topic_of(kafka_bootstrap, name)
+    serving_and_other(gateways, kafka_bootstrap, topic)  # settled
+    ids = [gateway_id(g) for g in gateways]
+    home = ids.index(owners_of(kafka_bootstrap, topic)[0].gateway)
+    stays = 1 - home
+    for group in (group_on(0), group_on(1), group_on(2)):
+        clients[stays].send_message(QueueUrl=url, MessageBody=f"{group}-1", MessageGroupId=group)
+    eventually(lambda: True if counts(clients[stays], url) == (3, 0) else None, "3 visible")
+
+    def receive(client: Any) -> list[tuple[str, str]]:
+        answer = client.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=120,
+            ReceiveRequestAttemptId="attempt-that-moves",
+        )
+        return sorted((m["Body"], m["ReceiptHandle"]) for m in answer.get("Messages", []))
+
+    first = eventually(lambda: receive(clients[stays]) or None, "the first receive")
+    # When: H leaves (SIGTERM: it hands its partitions over, the attempt with partition 0)
+    assert gateways[home].terminate() == 0
+    try:
+        eventually(
+            lambda: (
+                True
+                if {o.gateway for o in owners_of(kafka_bootstrap, topic).values()} == {ids[stays]}
+                else None
+            ),
+            "the staying gateway serving every partition",
+        )
+        # Then: the retry through the gateway that stayed, now the home, gets the same
+        # messages with the same receipt handles (before this change: nothing, every
+        # group in flight)
+        eventually(lambda: True if receive(clients[stays]) == first else None, "the retry")
+    finally:
+        gateways[home].start()  # rejoins; takes partitions back, restored from the changelog

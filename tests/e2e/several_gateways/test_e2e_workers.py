@@ -3,8 +3,9 @@
 Each test runs its own `kqs serve` on its own data directory and embedded broker (the shared
 test broker's catalog holds every other module's queues, which a hand-over would touch).
 Queues have four partitions so that both workers serve some of each; clients open a new
-connection per call, which the kernel spreads over the workers. Both protocols. Every wait
-is bounded polling.
+connection per call, which the kernel spreads over the workers. The module's pool serves
+HTTPS (`--tls-cert`), so what a worker asks of another crosses TLS too (the workers' own
+ports); the hand-over tests run plain HTTP. Both protocols. Every wait is bounded polling.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from botocore.config import Config
 
 from gateway.common.config import Settings
+from tests.support.certificates import CertificateAuthority
 from tests.support.harness import GatewayProcess, client_for, free_port, visible_and_in_flight
 from tests.support.harness import eventually as harness_eventually
 
@@ -35,9 +37,12 @@ PROTOCOLS = ["json", "query"]
 eventually = partial(harness_eventually, timeout_s=BOUND_S)
 
 
-def kqs_serve(data_dir: Path, kafka_ports: tuple[int, int], *args: str) -> GatewayProcess:
+def kqs_serve(
+    data_dir: Path, kafka_ports: tuple[int, int], *args: str, tls_ca: Path | None = None
+) -> GatewayProcess:
     """`kqs serve` with its embedded broker on `kafka_ports` (the same data directory keeps
-    the same broker across restarts, as it would for a user)."""
+    the same broker across restarts, as it would for a user); `tls_ca`: the CA of the
+    `--tls-cert` in `args`."""
     return GatewayProcess(
         data_dir,
         "",
@@ -47,6 +52,7 @@ def kqs_serve(data_dir: Path, kafka_ports: tuple[int, int], *args: str) -> Gatew
             "KQS_PARTITIONS": str(PARTITIONS),
         },
         args=args,
+        tls_ca=tls_ca,
     )
 
 
@@ -57,13 +63,21 @@ def kafka_ports() -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    """One `kqs serve --workers 2` for the module's tests (a killed worker comes back)."""
+    """One `kqs serve --workers 2` for the module's tests (a killed worker comes back),
+    serving HTTPS: one certificate for `localhost` and 127.0.0.1 (the workers' own ports are
+    reached at 127.0.0.1), which the workers trust for each other as their own."""
+    work = tmp_path_factory.mktemp("workers")
+    ca = CertificateAuthority(work / "tls")
+    server = ca.pem("localhost", ("localhost", "127.0.0.1"), server=True)
+    tls = ("--tls-cert", str(server.cert), "--tls-key", str(server.key))
     supervisor = kqs_serve(
-        tmp_path_factory.mktemp("workers") / "data", (free_port(), free_port()), "--workers", "2"
+        work / "data", (free_port(), free_port()), "--workers", "2", *tls, tls_ca=ca.cert
     )
-    supervisor.start(timeout_s=120)
-    yield supervisor
-    supervisor.stop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_CA_BUNDLE", str(ca.cert))  # the clients' `verify=`
+        supervisor.start(timeout_s=120)
+        yield supervisor
+        supervisor.stop()
 
 
 def children_of(pid: int) -> list[int]:
@@ -143,6 +157,7 @@ def test_two_workers_share_the_port_and_the_partitions(
     workers: GatewayProcess, protocol: str
 ) -> None:
     assert len(worker_pids(workers)) == 2
+    assert workers.endpoint.startswith("https://")
     url = fresh_client(protocol, workers.endpoint).create_queue(
         QueueName=f"workers-{uuid.uuid4().hex[:8]}"
     )["QueueUrl"]
@@ -155,8 +170,10 @@ def test_two_workers_share_the_port_and_the_partitions(
     )
     delete(protocol, workers.endpoint, url, list(handles.values()))
     eventually(lambda: counts(protocol, workers.endpoint, url) == (0, 0) or None, "queue empty")
-    # Both workers listen, and both serve partitions of the queue.
+    # Both workers listen, and both serve partitions of the queue (so the counts above were
+    # asked of the other worker too, over HTTPS, and no call met an untrusted certificate).
     log = workers.log_path.read_text()
+    assert "certificate is not trusted" not in log
     assert {'"worker": 0', '"worker": 1'} <= {
         part
         for line in log.splitlines()

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.common import errors
 from gateway.common.errors import InvalidAttributeValue, KmsNotFound
-from gateway.sqs.encryption import QueueEncryption, wanted_key
+from gateway.sqs.encryption import QueueEncryption, kms_error, wanted_key
 from lease_store.clock import ManualClock
 from lease_store.records import AttributeValue, StoredMessage
 from topology.catalog import QueueRecord
 from topology.encryption.data_keys import DataKeys
 from topology.encryption.keys import FileKeyProvider
+from topology.encryption.kms import KmsError
 
 MESSAGE = StoredMessage(
     "id-1", b"secret body", 1, attributes={"a": AttributeValue("String", string_value="x")}
@@ -86,3 +88,34 @@ def test_a_message_under_another_master_key_is_kms_not_found() -> None:
         _encryption(bytes(range(32))).open(sealed)
     with pytest.raises(KmsNotFound, match="no master key"):
         QueueEncryption().open(sealed)
+
+
+def test_with_a_master_key_file_only_no_kms_key_is_claimed() -> None:
+    # Given a gateway whose only key is its master key file
+    encryption = _encryption()
+    # When a queue asks for a KMS key, then it is refused, naming what is missing
+    with pytest.raises(InvalidAttributeValue, match="KQS_KMS_KEY_ID"):
+        encryption.check_settable({"KmsMasterKeyId": "alias/orders"})
+    # and a queue that holds one from before reports what its messages have: the file's key
+    values = {"SqsManagedSseEnabled": "false", "KmsMasterKeyId": "alias/orders"}
+    encryption.reported(values)
+    assert values == {"SqsManagedSseEnabled": "true"}
+    sealed = encryption.for_queue(_queue(KmsMasterKeyId="alias/orders"), MESSAGE)
+    assert encryption.open(sealed) == MESSAGE
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("NotFoundException", errors.KmsNotFound),
+        ("DisabledException", errors.KmsDisabled),
+        ("AccessDeniedException", errors.KmsAccessDenied),
+        ("KMSInvalidStateException", errors.KmsInvalidState),
+        ("ThrottlingException", errors.KmsThrottled),
+        ("Unreachable", errors.ServiceUnavailable),
+    ],
+)
+def test_kms_refusals_answer_as_sqs_does(code: str, error: type[errors.SqsError]) -> None:
+    answer = kms_error(KmsError(code, "key arn:aws:kms:us-east-1:1:key/k"))
+    assert type(answer) is error
+    assert "arn:aws:kms:us-east-1:1:key/k" in answer.message
