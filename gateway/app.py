@@ -327,6 +327,7 @@ async def _start(
         kafka.log_reader,
         sink,
         settings.replay_checkpoint_s,
+        settings.replay_orphaned_after_s,
     )
     replay_tasks_tail = None
     if group is None:
@@ -344,7 +345,7 @@ async def _start(
         move_tasks,
         sink,
         replay_tasks,
-        Browser(clock, messages, leases, kafka.log_reader, admin),
+        Browser(clock, messages, kafka.log_reader, admin),
     )
     app[SETTLE_DELIVERED] = producer.settle_handed
     app[SIGNALS] = signals

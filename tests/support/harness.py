@@ -295,11 +295,17 @@ class GatewayProcess:
 
 @contextlib.contextmanager
 def gateway_pair(
-    work: Callable[[str], Path], bootstrap: str, secret: str, partitions: int
+    work: Callable[[str], Path],
+    bootstrap: str,
+    secret: str,
+    partitions: int,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[list[GatewayProcess]]:
     """Two gateways sharing the queues' partitions (`KQS_PARTITION_OWNERSHIP=group`, one
-    receipt secret, `partitions` per new queue); `work(name)` makes each one's data directory."""
+    receipt secret, `partitions` per new queue, and `env`); `work(name)` makes each one's data
+    directory."""
     env = {
+        **(env or {}),
         "KQS_PARTITION_OWNERSHIP": "group",
         "KQS_RECEIPT_SECRET": secret,
         "KQS_PARTITIONS": str(partitions),
