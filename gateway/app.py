@@ -51,6 +51,7 @@ from gateway.sqs.queues import QueueRegistry
 from gateway.sqs.replay.browse import Browser
 from gateway.sqs.replay.tasks import ReplayTasks
 from gateway.sqs.waiters import QueueSignals
+from lease_store import notes
 from lease_store.clock import Clock, SystemClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.store import LeaseStore
@@ -216,6 +217,9 @@ async def _start(
         else:
             ingest_ref[0].unassign(record.topic, record.partitions)
         for pk in partition_keys(record):
+            for kind in notes.KINDS:  # the changelog would keep them otherwise
+                for name in leases.forget_notes(pk, kind):
+                    changelog.note(pk, kind, name, None)
             changelog.forget_partition(pk, leases.drop_partition(pk))
         signals.notify(record.key)
         messages.queue_deleted(record)

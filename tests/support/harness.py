@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import gzip
 import os
@@ -95,7 +96,11 @@ def kafka_for_tests(work_dir: Path) -> Iterator[str]:
 class KafkaCluster:
     """`size` jar brokers forming one KRaft cluster on 127.0.0.1 (combined broker and
     controller nodes, every node a voter), with `replication_factor` replicas per topic and
-    `min.insync.replicas` = `min_insync_replicas`: what `compose/` runs, without Docker."""
+    `min.insync.replicas` = `min_insync_replicas`: what `compose/` runs, without Docker.
+
+    `secure`: every node's port a SASL_SSL listener (and an SSL one of its own) with the
+    authorizer on, replicating over SASL_SSL as the super user (`SecureListeners`);
+    `gateway_login`: the `KQS_KAFKA_*` settings a gateway logs in with then."""
 
     def __init__(
         self,
@@ -104,6 +109,8 @@ class KafkaCluster:
         replication_factor: int = 3,
         min_insync_replicas: int = 2,
         heap: str = "512m",
+        secure: broker_config.SecureListeners | None = None,
+        gateway_login: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
     ) -> None:
         """`host`: the address every node listens on (another than 127.0.0.1 for a gateway in
@@ -121,6 +128,16 @@ class KafkaCluster:
         ]
         self.data_dirs = [work_dir / f"kafka-{i + 1}" for i in range(size)]
         self.heap = heap
+        self.secure = [
+            dataclasses.replace(secure, ssl_port=free_port()) if secure else None
+            for _ in range(size)
+        ]
+        self.gateway_login = dict(gateway_login or {})
+
+    @property
+    def login(self) -> dict[str, str]:
+        """What the tests' own Kafka clients add to log in (the super user's), or nothing."""
+        return self.secure[0].admin_client() if self.secure[0] else {}
 
     @property
     def bootstrap(self) -> str:
@@ -154,6 +171,7 @@ class KafkaCluster:
             host=self.host,
             heap=self.heap,
             cluster=self.nodes[index],
+            secure=self.secure[index],
         )
 
     def kill(self, index: int) -> None:
