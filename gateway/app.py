@@ -57,6 +57,7 @@ from gateway.sqs.queues import QueueRegistry
 from gateway.sqs.replay.browse import Browser
 from gateway.sqs.replay.tasks import ReplayTasks
 from gateway.sqs.waiters import QueueSignals
+from lease_store import notes
 from lease_store.clock import Clock, SystemClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.store import LeaseStore
@@ -246,6 +247,9 @@ async def _start(
         else:
             ingest_ref[0].unassign(record.topic, record.partitions)
         for pk in partition_keys(record):
+            for kind in notes.KINDS:  # the changelog would keep them otherwise
+                for name in leases.forget_notes(pk, kind):
+                    changelog.note(pk, kind, name, None)
             changelog.forget_partition(pk, leases.drop_partition(pk))
         signals.notify(record.key)
         messages.queue_deleted(record)
@@ -353,6 +357,7 @@ async def _start(
         kafka.log_reader,
         sink,
         settings.replay_checkpoint_s,
+        settings.replay_orphaned_after_s,
     )
     replay_tasks_tail = None
     if group is None:
@@ -370,7 +375,7 @@ async def _start(
         move_tasks,
         sink,
         replay_tasks,
-        Browser(clock, messages, leases, kafka.log_reader, admin),
+        Browser(clock, messages, kafka.log_reader, admin),
     )
     app[SETTLE_DELIVERED] = producer.settle_handed
     app[SIGNALS] = signals

@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from topology.admin import TopicAdmin
@@ -68,6 +69,7 @@ class MoveTaskLog:
         self._offsets: dict[str, int] = {}
         self.position = 0  # the next offset of the topic to read
         self._tail: TopicTail | None = None
+        self._listeners: list[Callable[[LoggedTask], None]] = []
 
     async def ensure_topic(self) -> None:
         # Synced as the catalog is: a task's start is answered once its record is in Kafka.
@@ -85,7 +87,11 @@ class MoveTaskLog:
         return self._tail
 
     async def caught_up(self) -> bool:
-        """Wait (at most `CATCH_UP_TIMEOUT_S`) until every record in the topic now was read."""
+        """Wait (at most `CATCH_UP_TIMEOUT_S`) until every record in the topic now was read.
+        At once when the log is not followed (one gateway: `load` read it whole, and this
+        gateway's own writes are applied as they are acknowledged)."""
+        if self._tail is None:
+            return True
         (end,) = await self._admin.end_offsets(self._topic, 1)
         deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
         while self.position < end:
@@ -93,6 +99,13 @@ class MoveTaskLog:
                 return False
             await asyncio.sleep(0.05)
         return True
+
+    def listen(self, on_read: Callable[[LoggedTask], None]) -> None:
+        """Call `on_read` (on the event loop) with every task record `follow` reads from the
+        topic, this gateway's own included, even one an entry written later here has already
+        replaced: a request another gateway wrote (a cancel) is seen though the runner's
+        next checkpoint overtook it."""
+        self._listeners.append(on_read)
 
     def tasks_of(self, source_topic: str) -> list[LoggedTask]:
         """The tasks of one source queue incarnation (in no particular order)."""
@@ -125,6 +138,9 @@ class MoveTaskLog:
                 log.warning("unreadable move task record skipped", extra={"offset": offset})
                 continue
             self._set(task_id, offset, task)
+            if task is not None and self._tail is not None:  # followed, on the event loop
+                for listener in self._listeners:
+                    listener(task)
 
     def _set(self, task_id: str, offset: int, task: LoggedTask | None) -> None:
         if offset <= self._offsets.get(task_id, -1):

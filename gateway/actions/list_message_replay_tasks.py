@@ -48,7 +48,7 @@ def entry(task: ReplaySummary) -> Result:
 
 async def handle(req: ListMessageReplayTasksRequest, ctx: RequestContext) -> Result:
     source = ctx.queue(req.queue_url)
-    tasks = ctx.runtime.replay_tasks.summaries(source, req.max_results)
+    tasks = await ctx.runtime.replay_tasks.summaries(source, req.max_results)
     return {"Tasks": [entry(task) for task in tasks]}
 
 

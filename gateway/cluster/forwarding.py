@@ -27,8 +27,9 @@ import aiohttp
 
 from gateway.common import errors
 from gateway.common.errors import OwnerGone, ServiceUnavailable, SqsError
-from gateway.common.results import FifoSent, QueueGaugeParts, Received
+from gateway.common.results import FifoSent, LeaseFacts, QueueGaugeParts, Received
 from lease_store.errors import LeaseError
+from lease_store.fifo import DedupEntry
 from lease_store.keys import PartitionKey
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.types import Counts, Delivery
@@ -352,6 +353,23 @@ class Forwarder:
         gauges: dict[str, list[int | None]] = answer.get("gauges", {})
         return {topic: QueueGaugeParts.decode(raw) for topic, raw in gauges.items()}
 
+    async def lease_facts(
+        self, owner: Owner, topic: str, wanted: dict[int, list[int]]
+    ) -> dict[int, LeaseFacts]:
+        """The owner's lease facts of these offsets of its partitions, for a browse
+        (PeekMessages): a partition it did not answer for, or all when it cannot be reached
+        or no longer serves one of them, is absent (the browse shows those as UNKNOWN)."""
+        try:
+            answer = await self.call(
+                owner,
+                "lease_facts",
+                {"topic": topic, "wanted": {str(p): offsets for p, offsets in wanted.items()}},
+            )
+        except SqsError:
+            return {}  # logged by `call`
+        found: dict[str, dict[str, Any]] = answer.get("partitions", {})
+        return {int(p): LeaseFacts.decode(raw) for p, raw in found.items()}
+
     async def delete(self, owner: Owner, topic: str, receipt_handle: str) -> bool:
         """Whether the owner removed the message (False: it was gone already). A gateway
         of a version before this answer existed counted its removals itself: True."""
@@ -385,6 +403,18 @@ class Forwarder:
         return FifoSent(
             str(answer["message_id"]), str(answer["sequence_number"]), bool(answer["duplicate"])
         )
+
+    async def fifo_entry(
+        self, owner: Owner, topic: str, partition: int, scope_key: bytes
+    ) -> DedupEntry | None:
+        """The owner's deduplication window entry of `scope_key` in `partition`, if any."""
+        answer = await self.call(
+            owner, "fifo_entry", {"topic": topic, "partition": partition, "key": scope_key.hex()}
+        )
+        entry = answer.get("entry")
+        if entry is None:
+            return None
+        return DedupEntry(int(entry["sent_ms"]), int(entry["offset"]), str(entry["message_id"]))
 
     async def purge(self, owner: Owner, topic: str, ends: dict[int, int]) -> int:
         answer = await self.call(

@@ -142,6 +142,11 @@ class Settings:
     replay_checkpoint_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_REPLAY_CHECKPOINT_S", "1"))
     )
+    # Several gateways: how long a running replay task's record may stay unwritten before the
+    # home of its source queue takes it to have lost its runner and runs it on.
+    replay_orphaned_after_s: float = field(
+        default_factory=lambda: float(os.environ.get("KQS_REPLAY_ORPHANED_AFTER_S", "15"))
+    )
 
     @property
     def tls(self) -> bool:

@@ -79,6 +79,14 @@ async def _counts(
     return {"visible": counts.visible, "in_flight": counts.in_flight, "delayed": counts.delayed}
 
 
+async def _lease_facts(
+    messages: MessageService, record: QueueRecord, body: dict[str, Any]
+) -> dict[str, Any]:
+    wanted = {int(p): [int(o) for o in offsets] for p, offsets in body["wanted"].items()}
+    found = messages.lease_facts_here(record, wanted)
+    return {"partitions": {str(p): facts.encode() for p, facts in found.items()}}
+
+
 async def _delete(
     messages: MessageService, record: QueueRecord, body: dict[str, Any]
 ) -> dict[str, Any]:
@@ -103,6 +111,17 @@ async def _fifo_send(
         "message_id": sent.message_id,
         "sequence_number": sent.sequence_number,
         "duplicate": sent.duplicate,
+    }
+
+
+async def _fifo_entry(
+    fifo: FifoService, record: QueueRecord, body: dict[str, Any]
+) -> dict[str, Any]:
+    entry = fifo.entry_here(record, int(body["partition"]), bytes.fromhex(str(body["key"])))
+    if entry is None:
+        return {"entry": None}
+    return {
+        "entry": {"sent_ms": entry.sent_ms, "offset": entry.offset, "message_id": entry.message_id}
     }
 
 
@@ -192,6 +211,7 @@ OPERATIONS: dict[str, Operation] = {
     "receive": _receive,
     "wait": _wait,
     "counts": _counts,
+    "lease_facts": _lease_facts,
     "delete": _delete,
     "change_visibility": _change_visibility,
     "purge": _purge,
@@ -199,6 +219,7 @@ OPERATIONS: dict[str, Operation] = {
 # Operations of FIFO queues on one queue: deduplicated sends and receive attempts.
 FIFO_OPERATIONS: dict[str, FifoOperation] = {
     "fifo_send": _fifo_send,
+    "fifo_entry": _fifo_entry,
     "receive_attempt": _receive_attempt,
     "restart_attempt": _restart_attempt,
 }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import time
 import uuid
 from collections.abc import Iterator
@@ -10,11 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.group_mode import topic_of
 from tests.support.harness import GatewayProcess
-from tests.support.replay import latest_task, replay_client, wait_until_ended
-from topology.log_reader import LogReader
-from topology.record_format import ReplayOrigin
+from tests.support.replay import latest_task, replay_client, replayed_origins, wait_until_ended
 
 MESSAGES = 1200
 RATE = 300  # a second: the task runs ~4 s
@@ -30,28 +26,6 @@ def own_gateway(kafka_bootstrap: str, tmp_path: Path) -> Iterator[GatewayProcess
     gateway.start()
     yield gateway
     gateway.stop()
-
-
-def replayed_origins(bootstrap: str, queue_name: str) -> collections.Counter[tuple[int, int]]:
-    """How often each source record (partition, offset) was replayed into the queue."""
-    topic = topic_of(bootstrap, queue_name)
-    reader = LogReader(bootstrap)
-    try:
-        bounds = reader.bounds(topic, reader.partition_count(topic))
-        reader.open(
-            topic,
-            {p: low for p, (low, _) in enumerate(bounds)},
-            dict(enumerate(h for _, h in bounds)),
-        )
-        found: collections.Counter[tuple[int, int]] = collections.Counter()
-        while not reader.done:
-            for logged in reader.read(1000):
-                origin = ReplayOrigin.decode(logged.message.replay_of)
-                assert origin is not None
-                found[(origin.partition, origin.offset)] += 1
-        return found
-    finally:
-        reader.close()
 
 
 def test_a_replay_task_runs_on_after_a_sigkill_and_replays_nothing_twice(

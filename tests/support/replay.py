@@ -3,6 +3,7 @@ and the waits the replay tests share."""
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -10,7 +11,10 @@ from typing import Any
 from botocore.config import Config
 
 from gateway.cli.sqs_model import kqs_session
+from tests.support.group_mode import topic_of
 from tests.support.harness import CREDENTIALS, REGION, _query_model_dir
+from topology.log_reader import LogReader
+from topology.record_format import ReplayOrigin
 
 _CONFIG = Config(retries={"max_attempts": 1}, read_timeout=60)
 
@@ -66,3 +70,25 @@ def receive_all(sqs: Any, url: str, expected: int, timeout_s: float = 15.0) -> l
     assert len(got) == expected, got
     assert "Messages" not in sqs.receive_message(QueueUrl=url)
     return got
+
+
+def replayed_origins(bootstrap: str, queue_name: str) -> collections.Counter[tuple[int, int]]:
+    """How often each source record (partition, offset) was replayed into the queue."""
+    topic = topic_of(bootstrap, queue_name)
+    reader = LogReader(bootstrap)
+    try:
+        bounds = reader.bounds(topic, reader.partition_count(topic))
+        reader.open(
+            topic,
+            {p: low for p, (low, _) in enumerate(bounds)},
+            dict(enumerate(h for _, h in bounds)),
+        )
+        found: collections.Counter[tuple[int, int]] = collections.Counter()
+        while not reader.done:
+            for logged in reader.read(1000):
+                origin = ReplayOrigin.decode(logged.message.replay_of)
+                assert origin is not None
+                found[(origin.partition, origin.offset)] += 1
+        return found
+    finally:
+        reader.close()

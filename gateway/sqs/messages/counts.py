@@ -1,4 +1,5 @@
-"""The Approximate* numbers, the gauges, expiry and PurgeQueue."""
+"""The Approximate* numbers, the gauges, expiry, PurgeQueue, and the lease facts a browse
+(PeekMessages) reads."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from gateway.common.errors import (
     PurgeQueueInProgress,
     QueueDoesNotExist,
 )
-from gateway.common.results import QueueGaugeParts
+from gateway.common.results import LeaseFacts, QueueGaugeParts
 from gateway.sqs.messages.send import Sending
 from gateway.sqs.queues import (
     attribute_int,
@@ -65,6 +66,45 @@ class Counting(Sending):
         if owners and self._forwarder is not None:
             total = total + await self._forwarder.counts(owners, record.topic)
         return total
+
+    async def lease_facts(
+        self, record: QueueRecord, wanted: dict[int, list[int]]
+    ) -> dict[int, LeaseFacts]:
+        """The lease facts of these offsets (by partition), wherever their partitions are
+        served: read here, or asked of their owners, together. A partition nobody serves now,
+        or whose owner did not answer, is absent."""
+        keys = partition_keys(record)
+        served = {pk.partition for pk in self.served(record)}
+        found = self.lease_facts_here(record, {p: o for p, o in wanted.items() if p in served})
+        owners = self.owners(record, [keys[p] for p in wanted if p not in served])
+        if owners and self._forwarder is not None:
+            forwarder = self._forwarder
+            answers = await asyncio.gather(
+                *(
+                    forwarder.lease_facts(
+                        owner, record.topic, {pk.partition: wanted[pk.partition] for pk in pks}
+                    )
+                    for owner, pks in owners.items()
+                )
+            )
+            for answer in answers:
+                found.update(answer)
+        return found
+
+    def lease_facts_here(
+        self, record: QueueRecord, wanted: dict[int, list[int]]
+    ) -> dict[int, LeaseFacts]:
+        """The lease facts of these offsets of partitions served here (also for another
+        gateway's browse: `NotServedHere` for one that is not). Reads only: nothing changes."""
+        keys = partition_keys(record)
+        found: dict[int, LeaseFacts] = {}
+        for partition in self.served_here(record, list(wanted)):
+            pk = keys[partition]
+            found[partition] = LeaseFacts(
+                self._leases.applied_offset(pk),
+                {offset: self._leases.fact(pk, offset) for offset in wanted[partition]},
+            )
+        return found
 
     def counts_here(self, record: QueueRecord, partitions: list[int]) -> Counts:
         """Counters of partitions served here, for another gateway (`queue_counts`)."""

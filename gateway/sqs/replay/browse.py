@@ -1,15 +1,16 @@
 """Browsing a queue: its messages as the log holds them, with their lease state, untouched.
 
 A page is read from the queue topic's partitions with a `LogReader` (a consumer in no group:
-no offset moves) and each record's state is read from the lease store (`LeaseStore.fact`,
-a read): nothing is received, leased, held or deleted, so no receive count, visibility or
-counter changes by looking.
+no offset moves) and each record's state is read from the lease store where its partition is
+served (`MessageService.lease_facts`: here, or asked of the gateway serving it, with several
+gateways; a read either way): nothing is received, leased, held or deleted, so no receive
+count, visibility or counter changes by looking.
 
-Status, from the facts and the clock, as `lease_store/state.py` derives it: VISIBLE,
-IN_FLIGHT (received; visible again at `visible_at_ms`), DELAYED (never received; visible at
-`visible_at_ms`), DELETED (the log still holds it, the queue no longer: deleted, expired,
-purged, moved or dead-lettered), or UNKNOWN for a partition another gateway serves (with
-several gateways, browsing reads the lease state of the partitions served here only).
+Status, from the facts and this gateway's clock, as `lease_store/state.py` derives it:
+VISIBLE, IN_FLIGHT (received; visible again at `visible_at_ms`), DELAYED (never received;
+visible at `visible_at_ms`), DELETED (the log still holds it, the queue no longer: deleted,
+expired, purged, moved or dead-lettered), or UNKNOWN for a partition no gateway serves at
+that moment (one moving between gateways) or whose gateway did not answer.
 
 Pages are merged across partitions by send time, oldest or newest first; a page's
 NextToken holds the next offset (or, newest first, the bound) of each partition.
@@ -29,16 +30,15 @@ from enum import Enum
 from confluent_kafka import KafkaException
 
 from gateway.common.errors import InvalidParameterValue
+from gateway.common.results import LeaseFacts
 from gateway.sqs.messages.service import MessageService
 from gateway.sqs.queues import attribute_int
 from gateway.sqs.replay import ranges
 from gateway.sqs.replay.tasks import read_view
 from lease_store.clock import Clock
-from lease_store.keys import PartitionKey
 from lease_store.records import LeaseFact
-from lease_store.store import LeaseStore
 from topology.admin import TopicAdmin
-from topology.catalog import QueueRecord, partition_keys
+from topology.catalog import QueueRecord
 from topology.log_reader import LoggedMessage, LogReader
 
 # Records looked at for one page at most (a filter that matches little ends a page early,
@@ -88,13 +88,11 @@ class Browser:
         self,
         clock: Clock,
         messages: MessageService,
-        leases: LeaseStore,
         new_reader: Callable[[], LogReader],
         admin: TopicAdmin,
     ) -> None:
         self._clock = clock
         self._messages = messages
-        self._leases = leases
         self._new_reader = new_reader
         self._admin = admin
 
@@ -143,14 +141,16 @@ class Browser:
                 if newest_first:
                     for records in lists:
                         records.reverse()
-                served = {pk.partition for pk in self._messages.served(record)}
-                keys = partition_keys(record)
+                wanted: dict[int, list[int]] = {}
+                for logged in read:
+                    wanted.setdefault(logged.partition, []).append(logged.offset)
+                facts = await self._messages.lease_facts(record, wanted)
                 now_ms = self._clock.now_ms()
                 merged = heapq.merge(*lists, key=lambda m: m.message.sent_ms, reverse=newest_first)
                 for logged in merged:
                     scanned += 1
                     cursors[logged.partition] = logged.offset if newest_first else logged.offset + 1
-                    browsed = self._state(keys, served, logged, now_ms)
+                    browsed = _state(facts.get(logged.partition), logged, now_ms)
                     if not statuses or browsed.status in statuses:
                         page.append(browsed)
                     if len(page) >= limit:
@@ -176,22 +176,20 @@ class Browser:
             int(retention_ms) if retention_ms is not None else None,
         )
 
-    def _state(
-        self, keys: tuple[PartitionKey, ...], served: set[int], logged: LoggedMessage, now_ms: int
-    ) -> Browsed:
-        if logged.partition not in served:
-            return Browsed(logged, Status.UNKNOWN, None)
-        pk = keys[logged.partition]
-        fact = self._leases.fact(pk, logged.offset)
-        if fact is None:
-            if logged.offset > self._leases.applied_offset(pk):
-                # Not ingested yet: what a receive will find once it is.
-                due = logged.message.sent_ms + 1000 * logged.message.delay_s
-                return Browsed(logged, Status.DELAYED if due > now_ms else Status.VISIBLE, None)
-            return Browsed(logged, Status.DELETED, None)
-        if fact.visible_at_ms <= now_ms:
-            return Browsed(logged, Status.VISIBLE, fact)
-        return Browsed(logged, Status.IN_FLIGHT if fact.receive_count else Status.DELAYED, fact)
+
+def _state(facts: LeaseFacts | None, logged: LoggedMessage, now_ms: int) -> Browsed:
+    if facts is None:
+        return Browsed(logged, Status.UNKNOWN, None)
+    fact: LeaseFact | None = facts.facts.get(logged.offset)
+    if fact is None:
+        if logged.offset > facts.applied_offset:
+            # Not ingested yet: what a receive will find once it is.
+            due = logged.message.sent_ms + 1000 * logged.message.delay_s
+            return Browsed(logged, Status.DELAYED if due > now_ms else Status.VISIBLE, None)
+        return Browsed(logged, Status.DELETED, None)
+    if fact.visible_at_ms <= now_ms:
+        return Browsed(logged, Status.VISIBLE, fact)
+    return Browsed(logged, Status.IN_FLIGHT if fact.receive_count else Status.DELAYED, fact)
 
 
 def _read_chunks(

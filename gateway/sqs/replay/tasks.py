@@ -37,9 +37,10 @@ destination's log (skipped) or was never written (sent now): no source record is
 
 **Where a task runs.** On the gateway that started it. With one gateway a restart runs on
 the tasks left RUNNING. With several (`KQS_PARTITION_OWNERSHIP=group`), every gateway
-follows the task log: a task whose runner stopped writing for `ORPHANED_AFTER_MS` is run on
-by the home of its source queue (the gateway serving its partition 0); a cancel asked of
-another gateway is written to the log, and the runner reads it there.
+follows the task log: a task whose runner stopped writing for `KQS_REPLAY_ORPHANED_AFTER_S`
+(15 s) is run on by the home of its source queue (the gateway serving its partition 0); a
+cancel asked of another gateway is written to the log, and the runner reads it there. Every
+gateway lists a task as the log has it, so all answer the same.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ log = logging.getLogger("kqs.replay_tasks")
 BATCH = 1000
 HISTORY = 10  # finished tasks remembered per source queue
 CLOSE_TIMEOUT_S = 5.0
-# Several gateways: a RUNNING task whose record is older than this is taken to have lost
-# its runner, and the source queue's home runs it on.
-ORPHANED_AFTER_MS = 15_000
+# Several gateways: a RUNNING task whose record is older than this (`KQS_REPLAY_ORPHANED_AFTER_S`)
+# is taken to have lost its runner, and the source queue's home runs it on; it looks for such
+# tasks this often (at most a third of that age).
+ORPHANED_AFTER_S = 15.0
 ADOPT_EVERY_S = 5.0
 MAX_RATE = 100_000
 
@@ -128,6 +130,9 @@ class ReplaySummary:
     started_ms: int
     updated_ms: int
     failure_reason: str | None = None
+    # Which gateway run runs it (`ReplayTasks.runner_id`): a runner that finds another one's
+    # id in the log was taken over (it went quiet for too long) and stops. None: older records.
+    runner: str | None = None
 
     def encode(self) -> dict[str, Any]:
         return {**asdict(self), "status": self.status.value}
@@ -188,6 +193,7 @@ class ReplayTasks:
         new_reader: Callable[[], LogReader],
         events: EventSink,
         checkpoint_every_s: float = 1.0,
+        orphaned_after_s: float = ORPHANED_AFTER_S,
     ) -> None:
         self._clock = clock
         self._registry = registry
@@ -197,9 +203,12 @@ class ReplayTasks:
         self._new_reader = new_reader
         self._events = events
         self._checkpoint_every_s = checkpoint_every_s
+        self._orphaned_after_ms = int(orphaned_after_s * 1000)
         self._running: dict[str, ReplayTask] = {}  # by task id: the tasks run here
+        self.runner_id = uuid.uuid4().hex  # this gateway's run, as a task's record names it
         self._closing = asyncio.Event()
         self._watch: asyncio.Task[None] | None = None
+        task_log.listen(self._read_in_log)
 
     # -- what a log reader tells, on a worker thread ---------------------------------------
 
@@ -284,6 +293,7 @@ class ReplayTasks:
             to_replay=ranges.total(starts, ends),
             started_ms=now_ms,
             updated_ms=now_ms,
+            runner=self.runner_id,
         )
         task = ReplayTask(task_id, source, summary)
         try:
@@ -298,24 +308,25 @@ class ReplayTasks:
         await self._forget_old(source.topic)
         return summary.handle, summary.to_replay
 
-    def summaries(self, source: QueueRecord, max_results: int) -> list[ReplaySummary]:
-        """The source queue's most recent tasks, most recent first (as run here, else as
-        the log last has them)."""
-        found: dict[str, ReplaySummary] = {}
+    async def summaries(self, source: QueueRecord, max_results: int) -> list[ReplaySummary]:
+        """The source queue's most recent tasks, most recent first, as the log has them once
+        this gateway has read what it holds now: every gateway answers the same, the runner
+        too (its checkpoints are at most `checkpoint_every_s` apart), and a task started
+        through another gateway is listed as soon as its start was answered."""
+        with contextlib.suppress(KafkaException):  # else answered from what was read
+            await self._log.caught_up()
+        found: list[ReplaySummary] = []
         for logged in self._log.tasks_of(source.topic):
             try:
-                found[logged.task_id] = ReplaySummary.decode(logged.fields)
+                found.append(ReplaySummary.decode(logged.fields))
             except (KeyError, TypeError, ValueError):
                 continue
-        for task_id, task in self._running.items():
-            if task.source.topic == source.topic:
-                found[task_id] = task.summary
-        newest = sorted(found.values(), key=lambda s: s.started_ms, reverse=True)
+        newest = sorted(found, key=lambda s: s.started_ms, reverse=True)
         return newest[:max_results]
 
     async def cancel(self, source: QueueRecord, task_id: str) -> int:
         """Ask a RUNNING task to stop after the batch in hand; returns how many it replayed."""
-        task = self._running.get(task_id)
+        task = self._run_here_now(task_id)
         if task is not None and task.source.topic == source.topic:
             if task.summary.status is not ReplayStatus.RUNNING:
                 raise ResourceNotFound(
@@ -326,6 +337,8 @@ class ReplayTasks:
             task.cancel_requested.set()
             await self._write(task)
             return task.summary.replayed
+        with contextlib.suppress(KafkaException):  # a task just started through another gateway
+            await self._log.caught_up()
         logged = next((t for t in self._log.tasks_of(source.topic) if t.task_id == task_id), None)
         if logged is None:
             raise ResourceNotFound("Task does not exist.")
@@ -334,10 +347,41 @@ class ReplayTasks:
             raise ResourceNotFound(
                 f"Only a RUNNING task can be cancelled; this task is {summary.status.value}."
             )
-        # Run elsewhere: the runner reads the cancel in the log (or whoever runs it on).
+        # Run elsewhere: the runner reads the cancel in the log (`_read_in_log`), or whoever
+        # runs it on.
         summary.status = ReplayStatus.CANCELLING
-        await self._log.write(LoggedTask(task_id, source.topic, summary.encode()))
+        try:
+            await self._log.write(LoggedTask(task_id, source.topic, summary.encode()))
+        except (ProduceFailed, KafkaException) as error:
+            raise ServiceUnavailable("The cancel could not be recorded. Retry later.") from error
         return summary.replayed
+
+    def _read_in_log(self, logged: LoggedTask) -> None:
+        """A record of the task log as this gateway follows it (several gateways): a cancel
+        another gateway wrote for a task run here.
+
+        Seen as it is read, not as the task's latest state, since the runner's next
+        checkpoint (RUNNING) may land after it and replace it. A task that ended here
+        before the cancel landed writes its last word again, so that the log does not end
+        on a CANCELLING that no runner will end."""
+        task = self._running.get(logged.task_id)
+        if task is None or logged.fields.get("status") != ReplayStatus.CANCELLING.value:
+            return
+        if task.runner is not None and not task.runner.done():
+            task.cancel_requested.set()
+        elif task.summary.status not in ACTIVE and self._cancel_logged(task):
+            self._spawn(self._write(task), f"replay-ended-{task.task_id}")
+
+    def _logged(self, task: ReplayTask) -> LoggedTask | None:
+        """The log's latest record of the task."""
+        return next(
+            (t for t in self._log.tasks_of(task.source.topic) if t.task_id == task.task_id), None
+        )
+
+    def _cancel_logged(self, task: ReplayTask) -> bool:
+        """Whether the log's latest record of the task asks for its cancel."""
+        logged = self._logged(task)
+        return logged is not None and logged.fields.get("status") == ReplayStatus.CANCELLING.value
 
     # -- running on what was left ----------------------------------------------------------
 
@@ -351,13 +395,15 @@ class ReplayTasks:
         """Several gateways: now and then, run on the tasks whose runner went silent, of
         the source queues this gateway is home to."""
 
+        every_s = min(ADOPT_EVERY_S, self._orphaned_after_ms / 3000)
+
         async def watch() -> None:
             while not self._closing.is_set():
                 for record in self._registry.all_active():
                     if self._messages.ownership.serves(record.topic, 0):
-                        self._adopt(record, ORPHANED_AFTER_MS)
+                        self._adopt(record, self._orphaned_after_ms)
                 try:
-                    await asyncio.wait_for(self._closing.wait(), ADOPT_EVERY_S)
+                    await asyncio.wait_for(self._closing.wait(), every_s)
                 except TimeoutError:
                     pass
 
@@ -366,7 +412,7 @@ class ReplayTasks:
     def _adopt(self, record: QueueRecord, orphaned_after_ms: int) -> None:
         now_ms = self._clock.now_ms()
         for logged in self._log.tasks_of(record.topic):
-            if logged.task_id in self._running:
+            if self._run_here_now(logged.task_id) is not None:
                 continue
             try:
                 summary = ReplaySummary.decode(logged.fields)
@@ -388,8 +434,14 @@ class ReplayTasks:
     def _spawn(self, work: Any, name: str) -> None:
         asyncio.create_task(work, name=name)
 
+    def _run_here_now(self, task_id: str) -> ReplayTask | None:
+        """The task, if this gateway is running it now."""
+        task = self._running.get(task_id)
+        return task if task is not None and task.runner and not task.runner.done() else None
+
     def _run_here(self, task: ReplayTask, resumed: bool = False) -> None:
         self._running[task.task_id] = task
+        task.summary.runner = self.runner_id
         task.runner = asyncio.create_task(self._run(task, resumed), name=f"replay-{task.task_id}")
 
     async def close(self) -> None:
@@ -437,6 +489,8 @@ class ReplayTasks:
             destination = self._destination(task)
             skip: set[tuple[int, int]] = set()
             if resumed:
+                # Claimed first: a last runner that only stalled reads this and stops.
+                await self._write(task)
                 skip = await self._sent_after_checkpoint(task, destination, reader)
                 summary.replayed += len(skip)
             await self._in_thread(reader.open, task.source.topic, summary.positions, summary.ends)
@@ -495,19 +549,26 @@ class ReplayTasks:
                     await reading
             await self._in_thread(reader.close)
         await self._write(task)
+        if self._cancel_logged(task):
+            # A cancel written elsewhere landed after the runner's last check: the log ends
+            # on how the task ended (later cancels: `_read_in_log`).
+            await self._write(task)
 
     def _check_steering(self, task: ReplayTask) -> None:
         """Raise to stop here: a shutdown, or a cancel (asked here or written to the log by
         another gateway)."""
         if self._closing.is_set():
             raise _Stop(last_word=True)
-        if task.cancel_requested.is_set():
+        if task.cancel_requested.is_set() or self._cancel_logged(task):
             raise _Cancelled()
-        logged = next(
-            (t for t in self._log.tasks_of(task.source.topic) if t.task_id == task.task_id), None
-        )
-        if logged is not None and logged.fields.get("status") == ReplayStatus.CANCELLING.value:
-            raise _Cancelled()
+        logged = self._logged(task)
+        runner = logged.fields.get("runner") if logged is not None else None
+        if runner is not None and runner != self.runner_id:
+            log.warning(
+                "message replay task taken over by another gateway: stopped here",
+                extra={"task": task.task_id},
+            )
+            raise _Stop(last_word=False)
 
     def _destination(self, task: ReplayTask) -> QueueRecord:
         if self._registry.current(task.source) is None:

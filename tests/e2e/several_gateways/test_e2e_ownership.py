@@ -881,3 +881,45 @@ def test_a_retried_fifo_receive_is_answered_the_same_after_its_home_left(
         eventually(lambda: True if receive(clients[stays]) == first else None, "the retry")
     finally:
         gateways[home].start()  # rejoins; takes partitions back, restored from the changelog
+
+
+@pytest.mark.skipif(
+    os.environ.get("KQS_FIFO_RESTART_TEST") != "1",
+    reason="a SIGKILL and restart of a gateway (~30 s a protocol): KQS_FIFO_RESTART_TEST=1",
+)
+def test_a_retried_fifo_receive_is_answered_the_same_after_its_home_was_killed_and_restarted(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: a FIFO queue's messages received with a ReceiveRequestAttemptId, remembered by
+    # the queue's attempt home H, and a second for its changelog to follow
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    name = f"attempt-killed-{uuid.uuid4().hex[:10]}.fifo"
+    attributes = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    url = clients[0].create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    topic = topic_of(kafka_bootstrap, name)
+    serving_and_other(gateways, kafka_bootstrap, topic)  # settled
+    ids = [gateway_id(g) for g in gateways]
+    home = ids.index(owners_of(kafka_bootstrap, topic)[0].gateway)
+    other = 1 - home
+    for group in (group_on(0), group_on(3)):
+        clients[other].send_message(QueueUrl=url, MessageBody=f"{group}-1", MessageGroupId=group)
+    eventually(lambda: True if counts(clients[other], url) == (2, 0) else None, "2 visible")
+
+    def receive(client: Any) -> list[tuple[str, str]]:
+        answer = client.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=300,
+            ReceiveRequestAttemptId="attempt-after-a-crash",
+        )
+        return sorted((m["Body"], m["ReceiptHandle"]) for m in answer.get("Messages", []))
+
+    first = eventually(lambda: receive(clients[other]) or None, "the first receive")
+    time.sleep(1.0)
+    # When: H is SIGKILLed and started again on its data directory at once
+    gateways[home].kill()
+    gateways[home].start()
+    # Then: whichever gateway serves partition 0 next (H from its RocksDB, or the other from
+    # the changelog), a retry through either gets the same messages and receipt handles
+    eventually(lambda: True if receive(clients[other]) == first else None, "the retry")
+    assert receive(clients[home]) == first

@@ -54,3 +54,28 @@ async def test_a_write_is_read_back_at_once() -> None:
     assert tasks.tasks_of("dlq-a") == [task("t1", "dlq-a", 2)]
     await tasks.forget("t1")
     assert tasks.tasks_of("dlq-a") == []
+
+
+def test_a_follower_hears_every_record_it_reads_even_one_a_newer_record_replaced() -> None:
+    # Given a log read whole at start, then followed, with a listener
+    tasks = a_log()
+    heard: list[LoggedTask] = []
+    tasks.listen(heard.append)
+    tasks._apply([(0, b"t1", task("t1", "dlq-a", 0).encode())])  # `load`: not told
+    tasks.follow()  # not started: records are handed in below
+
+    # When the runner's newer record is in, and then another gateway's older one is read
+    cancel = LoggedTask("t1", "dlq-a", {"status": "CANCELLING", "moved": 1})
+    tasks._apply([(2, b"t1", task("t1", "dlq-a", 2).encode())])
+    tasks._apply([(1, b"t1", cancel.encode()), (3, b"t2", None)])
+
+    # Then the older record does not replace the newer, but the listener heard both
+    assert tasks.tasks_of("dlq-a") == [task("t1", "dlq-a", 2)]
+    assert heard == [task("t1", "dlq-a", 2), cancel]
+
+
+async def test_caught_up_is_at_once_when_the_log_is_not_followed() -> None:
+    tasks = a_log()
+    await tasks.ensure_topic()
+    await tasks.write(task("t1", "dlq-a", 2))
+    assert await tasks.caught_up()
