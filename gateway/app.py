@@ -202,7 +202,7 @@ async def _start(
     directory: OwnersDirectory | None = None
     sole_id = ""  # one gateway that names itself in the owners directory (sole_gateway.py)
     if settings.partition_ownership == "group" or settings.shared_cluster != "warn":
-        directory = OwnersDirectory(bootstrap, admin, producer)
+        directory = kafka.owners_directory(admin, producer)
         await directory.ensure_topic()
         await loop.run_in_executor(None, directory.load)
     active = [r for r in records.values() if r.deleted_ms is None]
