@@ -55,13 +55,6 @@ class KafkaClients:
             segment_sync=SegmentSync(self.settings.segment_sync_dir)
             if self.settings.segment_sync_dir is not None
             else None,
-            # Not with several gateways yet: there a send to a queue created a moment ago can
-            # land while its partitions are still being shared out, and messages were then
-            # delivered twice (tests/e2e/several_gateways/test_e2e_workers.py failed 2 runs of 3 with it; likely a
-            # record applied by both the gateway that produced it and the partition's next
-            # owner, not proven; bench/results/archive/profile-journal.md, 2026-11-29 (f545409)). The new shard's ~500 ms wait for
-            # its producer id hid that window; the race itself is still to be closed.
-            connect_new_shards=self.settings.partition_ownership == "all",
         )
 
     def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
