@@ -21,6 +21,12 @@ from gateway.cloudformation.store import StackStore
 from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.group_check import JOIN_WAIT_S, check_alone
 from gateway.cluster.ownership import GroupOwnership
+from gateway.cluster.sole_gateway import (
+    forget_stale_store,
+    name_sole_owner,
+    served_elsewhere,
+    unnamed,
+)
 from gateway.common import limits
 from gateway.common.config import Settings
 from gateway.http.other_services import STACKS
@@ -51,6 +57,7 @@ from gateway.sqs.queues import QueueRegistry
 from gateway.sqs.replay.browse import Browser
 from gateway.sqs.replay.tasks import ReplayTasks
 from gateway.sqs.waiters import QueueSignals
+from lease_store import notes
 from lease_store.clock import Clock, SystemClock
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.store import LeaseStore
@@ -192,7 +199,21 @@ async def _start(
     follower = kafka.follower("kqs-changelog", confirmed=settings.partition_ownership == "group")
     changelog = LeaseChangelog(producer, follower, admin)
     await changelog.ensure_topic()
+    directory: OwnersDirectory | None = None
+    sole_id = ""  # one gateway that names itself in the owners directory (sole_gateway.py)
+    if settings.partition_ownership == "group" or settings.shared_cluster != "warn":
+        directory = kafka.owners_directory(admin, producer)
+        await directory.ensure_topic()
+        await loop.run_in_executor(None, directory.load)
+    active = [r for r in records.values() if r.deleted_ms is None]
+    if directory is not None and settings.partition_ownership == "all":
+        sole_id = _gateway_id(settings)
+        if elsewhere := served_elsewhere(directory, active, sole_id):
+            forget_stale_store(settings.lease_dir, elsewhere)
     leases = await kafka.open_leases(records.values(), clock, changelog.on_commit)
+    if directory is not None and sole_id:
+        await name_sole_owner(directory, unnamed(directory, active, sole_id), sole_id)
+    naming_tasks: set[asyncio.Task[None]] = set()
     background = await _ensure_events_topic(kafka)
     events = kafka.events()
     sink = KafkaEventSink(events, clock)
@@ -204,6 +225,16 @@ async def _start(
         if group_ref:
             group_ref[0].queues_changed()  # the group decides who ingests it
             return
+        if (
+            directory is not None
+            and sole_id
+            and (partitions := unnamed(directory, [record], sole_id))
+        ):
+            # Named within milliseconds of its creation: only a kill in between leaves a new
+            # queue unnamed, with next to nothing in it.
+            naming = loop.create_task(name_sole_owner(directory, partitions, sole_id, wait=False))
+            naming_tasks.add(naming)
+            naming.add_done_callback(naming_tasks.discard)
         applied = {pk.partition: leases.applied_offset(pk) for pk in partition_keys(record)}
         for partition, offset in applied.items():
             # Known to ingest from the start, so a caught-up partition is paused at once.
@@ -216,6 +247,9 @@ async def _start(
         else:
             ingest_ref[0].unassign(record.topic, record.partitions)
         for pk in partition_keys(record):
+            for kind in notes.KINDS:  # the changelog would keep them otherwise
+                for name in leases.forget_notes(pk, kind):
+                    changelog.note(pk, kind, name, None)
             changelog.forget_partition(pk, leases.drop_partition(pk))
         signals.notify(record.key)
         messages.queue_deleted(record)
@@ -233,11 +267,7 @@ async def _start(
     )
     secret = receipt_secret(settings)
     group: GroupOwnership | None = None
-    directory: OwnersDirectory | None = None
-    if settings.partition_ownership == "group":
-        directory = OwnersDirectory(bootstrap, admin, producer)
-        await directory.ensure_topic()
-        await loop.run_in_executor(None, directory.load)
+    if settings.partition_ownership == "group" and directory is not None:
         group = GroupOwnership(
             Owner(_gateway_id(settings), _advertised_url(settings)),
             directory,

@@ -21,6 +21,7 @@ from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer,
 from topology.log_reader import LogReader
 from topology.move_task_log import MoveTaskLog
 from topology.names import MOVE_TASKS_TOPIC
+from topology.owners import OwnersDirectory
 from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer
 from topology.segment_sync import SegmentSync
@@ -54,13 +55,6 @@ class KafkaClients:
             segment_sync=SegmentSync(self.settings.segment_sync_dir)
             if self.settings.segment_sync_dir is not None
             else None,
-            # Not with several gateways yet: there a send to a queue created a moment ago can
-            # land while its partitions are still being shared out, and messages were then
-            # delivered twice (tests/e2e/several_gateways/test_e2e_workers.py failed 2 runs of 3 with it; likely a
-            # record applied by both the gateway that produced it and the partition's next
-            # owner, not proven; bench/results/archive/profile-journal.md, 2026-11-29 (f545409)). The new shard's ~500 ms wait for
-            # its producer id hid that window; the race itself is still to be closed.
-            connect_new_shards=self.settings.partition_ownership == "all",
         )
 
     def admin(self, bootstrap: str, fsync_durable_topics: bool = True) -> TopicAdmin:
@@ -79,6 +73,9 @@ class KafkaClients:
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return Catalog(self.bootstrap, admin, producer)
+
+    def owners_directory(self, admin: TopicAdmin, producer: AsyncProducer) -> OwnersDirectory:
+        return OwnersDirectory(self.bootstrap, admin, producer)
 
     def move_task_log(
         self, admin: TopicAdmin, producer: AsyncProducer, topic: str = MOVE_TASKS_TOPIC

@@ -16,8 +16,8 @@ that reached the log (two gateways racing, a producer retry) is never delivered.
 than the window are pruned through `W`. The decision depends on the partition's records alone,
 in log order, so a store rebuilt from the queue topic (`rebuild.py`) comes to the same one.
 (Groups map to partitions, so scope `messageGroup` always meets its duplicates in one
-partition; with scope `queue` the gateway checks every partition before it sends, and only a
-race between two gateways sending one id with two groups could slip through.)
+partition; with scope `queue` one gateway checks every partition before it sends, and
+several decide each id on one partition first: `fifo_claims.py`.)
 
 Group locks. A FIFO group is available while its oldest undeleted message is visible, and a
 receive takes its messages in order up to the first one out of sight (`fifo_groups.py` has

@@ -8,7 +8,8 @@ which claims the id there before the message is sent to its group's partition:
 
 * no claim within the last five minutes: a `Claim` naming the message (its id, SentTimestamp,
   group partition and `fingerprint`) is written to the claim partition's notes
-  (`notes.py`), synced and acknowledged by the lease changelog; only then is the message
+  (`notes.py`), synced to the WAL and acknowledged by the lease changelog (with several
+  gateways: `GroupSync`); only then is the message
   sent, and its offset (the SequenceNumber) added to the claim (`confirmed`);
 * a claim with an offset: the send is a duplicate, answered with the claimed message's
   MessageId and SequenceNumber, nothing sent;
@@ -17,8 +18,9 @@ which claims the id there before the message is sent to its group's partition:
   client's retry): it is sent under the claimed MessageId to the claimed group partition,
   whose ingest keeps only the first copy in its log (`fifo.deduplicate`), so it is sent at
   most once whatever the first try did. Another message with the id gets the claimed
-  message's answer once a copy of it is found in its group partition, else
-  ServiceUnavailable until one is (or the claim's five minutes pass).
+  message's answer if a copy of it is in its group partition's window (asked of that
+  partition's owner), else ServiceUnavailable until one is (or the claim's five minutes
+  pass).
 
 Why it is exact: one gateway serves a partition at a time, and it serialises the sends of one
 id (`FifoService._pending`); a claim is durable in the claim partition's WAL and in the

@@ -3,6 +3,7 @@ fixtures: one real Kafka broker, one gateway process, and both SQS protocols."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
@@ -19,6 +20,7 @@ from tests.support.harness import (
     kafka_for_tests,
     query_client,
 )
+from tests.support.secure_kafka import grant_gateway_acls, secure_cluster
 from topology.embedded import broker
 
 TESTS = Path(__file__).resolve().parent
@@ -97,9 +99,16 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """Three jar brokers in one KRaft cluster (replication factor 3, min.insync.replicas 2),
-    for the test modules that ask for it; stopped with the module."""
-    cluster = KafkaCluster(tmp_path_factory.mktemp("cluster"))
+    for the test modules that ask for it; stopped with the module. KQS_TEST_SECURE_CLUSTER=1:
+    SASL_SSL listeners with the authorizer on, gateways logging in with only the documented
+    ACLs (`cluster.gateway_login`): a heavier run, off by default."""
+    work = tmp_path_factory.mktemp("cluster")
+    cluster = (
+        secure_cluster(work) if os.environ.get("KQS_TEST_SECURE_CLUSTER") else KafkaCluster(work)
+    )
     cluster.start()
+    if cluster.gateway_login:
+        grant_gateway_acls(cluster)
     try:
         yield cluster
     finally:

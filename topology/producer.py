@@ -153,7 +153,6 @@ class AsyncProducer:
         bulk_linger_ms: int = 0,
         fill_linger_ms: int = 0,
         segment_sync: SegmentSync | None = None,
-        connect_new_shards: bool = True,
     ) -> None:
         self._config = {
             **connection(bootstrap),
@@ -196,8 +195,6 @@ class AsyncProducer:
         # With the embedded broker, the queue topics' records are synced to disk here, before
         # their reports reach the event loop (topology/segment_sync.py).
         self.segment_sync = segment_sync
-        # Whether a new shard's poll thread gets it connected before it polls (`connect_now`).
-        self._connect_new_shards = connect_new_shards
         self._shard(0)  # connect now: a misconfigured bootstrap shows at start-up
 
     def crowded(self) -> bool:
@@ -217,8 +214,7 @@ class AsyncProducer:
             index = zlib.crc32(topic.encode()) % count if count > 1 else 0
             if len(chosen) >= _SHARD_MEMO_LIMIT:
                 chosen.clear()  # topics come and go with their queues: keep it bounded
-            first_topic = topic if self._connect_new_shards else None
-            shard = chosen[topic] = self._shard(index, lane, first_topic)
+            shard = chosen[topic] = self._shard(index, lane, topic)
         return shard
 
     def _fallback(self, lane: Linger) -> Linger:

@@ -114,6 +114,7 @@ async def handle(req: ReceiveMessageRequest, ctx: RequestContext) -> Result:
     if not received:
         return {}
     encryption = messages.encryption
+    await encryption.ready_to_open(r.delivery.message for r in received)
     return {"Messages": [_message_result(r, req, fifo_queue, encryption) for r in received]}
 
 

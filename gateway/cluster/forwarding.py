@@ -29,6 +29,7 @@ from gateway.common import errors
 from gateway.common.errors import OwnerGone, ServiceUnavailable, SqsError
 from gateway.common.results import FifoSent, LeaseFacts, QueueGaugeParts, Received
 from lease_store.errors import LeaseError
+from lease_store.fifo import DedupEntry
 from lease_store.keys import PartitionKey
 from lease_store.records import LeaseFact, StoredMessage
 from lease_store.types import Counts, Delivery
@@ -402,6 +403,18 @@ class Forwarder:
         return FifoSent(
             str(answer["message_id"]), str(answer["sequence_number"]), bool(answer["duplicate"])
         )
+
+    async def fifo_entry(
+        self, owner: Owner, topic: str, partition: int, scope_key: bytes
+    ) -> DedupEntry | None:
+        """The owner's deduplication window entry of `scope_key` in `partition`, if any."""
+        answer = await self.call(
+            owner, "fifo_entry", {"topic": topic, "partition": partition, "key": scope_key.hex()}
+        )
+        entry = answer.get("entry")
+        if entry is None:
+            return None
+        return DedupEntry(int(entry["sent_ms"]), int(entry["offset"]), str(entry["message_id"]))
 
     async def purge(self, owner: Owner, topic: str, ends: dict[int, int]) -> int:
         answer = await self.call(

@@ -164,8 +164,9 @@ class KmsNotFound(_SenderError):
 
 
 # KMS's refusals when an external KMS holds a queue's master key (`topology/encryption/kms.py`),
-# as SQS answers SendMessage/ReceiveMessage with them. The Query codes follow KMS.NotFoundException's
-# pattern (the shapes of the SQS model; the Query code of each is not in botocore 1.34's model).
+# as SQS answers SendMessage/ReceiveMessage with them: the codes and statuses of the SQS model's
+# awsQueryError traits (as the AWS SDK for JavaScript v3's schema carries them; botocore 1.34's
+# model in the test venv has the shapes without their Query codes).
 
 
 class KmsAccessDenied(_SenderError):
@@ -196,6 +197,7 @@ class KmsThrottled(_SenderError):
 class KmsOptInRequired(_SenderError):
     code = "KMS.OptInRequired"
     json_type = "KmsOptInRequired"
+    http_status = 403
 
 
 class EmptyBatchRequest(_SenderError):

@@ -114,6 +114,17 @@ async def _fifo_send(
     }
 
 
+async def _fifo_entry(
+    fifo: FifoService, record: QueueRecord, body: dict[str, Any]
+) -> dict[str, Any]:
+    entry = fifo.entry_here(record, int(body["partition"]), bytes.fromhex(str(body["key"])))
+    if entry is None:
+        return {"entry": None}
+    return {
+        "entry": {"sent_ms": entry.sent_ms, "offset": entry.offset, "message_id": entry.message_id}
+    }
+
+
 async def _receive_attempt(
     fifo: FifoService, record: QueueRecord, body: dict[str, Any]
 ) -> dict[str, Any]:
@@ -208,6 +219,7 @@ OPERATIONS: dict[str, Operation] = {
 # Operations of FIFO queues on one queue: deduplicated sends and receive attempts.
 FIFO_OPERATIONS: dict[str, FifoOperation] = {
     "fifo_send": _fifo_send,
+    "fifo_entry": _fifo_entry,
     "receive_attempt": _receive_attempt,
     "restart_attempt": _restart_attempt,
 }

@@ -18,7 +18,8 @@ answer, and a move to a queue that is not encrypted (then re-sealed for the dest
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gateway.common import errors
@@ -111,6 +112,47 @@ class QueueEncryption:
     @property
     def available(self) -> bool:
         return self._keys is not None
+
+    # -- KMS calls off the event loop -------------------------------------------------------
+    # A KMS call is a network round trip (up to its timeouts): made in a thread before the
+    # synchronous seal or open that would otherwise make it on the event loop. The file
+    # provider's are microseconds and stay inline.
+
+    def sealing_calls_kms(self, record: QueueRecord) -> bool:
+        """Whether sealing the queue's next message needs a new data key from KMS."""
+        if not self._kms or self._keys is None:
+            return False
+        wanted = wanted_key(record.attributes)
+        return wanted is not None and self._keys.sealing_due(record.topic, *wanted)
+
+    async def ready_to_seal(self, record: QueueRecord) -> None:
+        """Have the queue's data key made by KMS in a thread (`sealing_calls_kms` first)."""
+        assert self._keys is not None
+        wanted = wanted_key(record.attributes)
+        if wanted is None:
+            return
+        key_ref, _ = wanted
+        loop = asyncio.get_running_loop()
+        try:
+            new = await loop.run_in_executor(None, self._keys.provider.new_data_key, key_ref)
+        except KmsError as error:
+            raise kms_error(error) from None
+        self._keys.install(record.topic, key_ref, new)
+
+    async def ready_to_open(self, messages: Iterable[StoredMessage]) -> None:
+        """Unwrap in a thread the data keys of these messages that `open` would unwrap with
+        KMS on the event loop. A failure is left to `open`, which raises the SQS error."""
+        if not self._kms or self._keys is None:
+            return
+        keys = self._keys
+        due = {found for m in messages if m.sealed and (found := keys.opening_due(m.body))}
+        loop = asyncio.get_running_loop()
+        for key_id, wrapped in due:
+            try:
+                plaintext = await loop.run_in_executor(None, keys.provider.unwrap, key_id, wrapped)
+            except (KmsError, EnvelopeError, ValueError):
+                continue
+            keys.remember_unwrapped(key_id, wrapped, plaintext)
 
     def for_queue(self, record: QueueRecord, message: StoredMessage) -> StoredMessage:
         """`message` as the queue's record holds it: sealed when the queue is encrypted, in

@@ -9,7 +9,9 @@ Deduplication has two guards. Before producing, the sender looks up the scope ke
 store's window (`lease_store/fifo.py`) and answers a duplicate with the original's MessageId
 and SequenceNumber; concurrent sends of one key on this gateway wait for the first. The lease
 store's ingest then refuses any duplicate that reached the log anyway, and the sender, which
-answers only after ingest, reports the original then too.
+answers only after ingest, reports the original then too. With several gateways, an id of
+scope `queue` is first claimed on the gateway serving its claim partition
+(`lease_store/fifo_claims.py`), which then sends the message it admits.
 """
 
 from __future__ import annotations
@@ -233,30 +235,59 @@ class FifoService:
             return FifoSent(claim.message_id, fifo.sequence_number(claim.offset), True)
         if claim is not None and not claim.same_message(message):
             # The claimed message's send failed or its gateway stopped before it was
-            # answered: only a send of that message again (its client's retry) settles it.
-            raise ServiceUnavailable(
-                "A message with this MessageDeduplicationId is being sent; try again."
-            )
+            # answered: a duplicate of it if it reached its partition, else only a send of
+            # that message again (its client's retry) settles it.
+            entry = await self._claimed_entry(record, claim, key)
+            if entry is None or entry.message_id != claim.message_id:
+                raise ServiceUnavailable(
+                    "A message with this MessageDeduplicationId is being sent; try again."
+                )
+            self._confirm(record, claim_pk, key, claim.with_offset(entry.offset))
+            return FifoSent(entry.message_id, fifo.sequence_number(entry.offset), True)
         if noted is None or claim is None:
             claim = Claim.of(message, self._target(record, message, claimed=True).partition)
             raw = self._leases.write_note(
-                claim_pk, KIND_CLAIM, key, now_ms, claim.encode(), sync=True
+                claim_pk, KIND_CLAIM, key, now_ms, claim.encode(), sync=False
             )
         else:
             # Published again: the first try may have failed before the changelog had it.
             raw = encode_note(*noted)
-        await self._messages.publish_note_acknowledged(claim_pk, KIND_CLAIM, key, raw)
+        self._messages.publish_note(claim_pk, KIND_CLAIM, key, raw)
+        # Durable before the message is sent: the WAL synced and, with several gateways,
+        # the changelog's acknowledgement (one of each for the writes of this loop turn).
+        await self._messages.group_sync.durable()
         sent = await self.send(record, claim.resend(message), claimed=True)
-        confirmed = replace(claim, message_id=sent.message_id).with_offset(
-            int(sent.sequence_number)
-        )
+        confirmed = replace(claim, message_id=sent.message_id)
+        self._confirm(record, claim_pk, key, confirmed.with_offset(int(sent.sequence_number)))
+        return sent
+
+    def _confirm(
+        self, record: QueueRecord, claim_pk: PartitionKey, key: bytes, claim: Claim
+    ) -> None:
+        """A claim's offset, once known. Following, not awaited: a next owner that misses it
+        finds the claim unconfirmed, which the claimed message settles (fifo_claims.py)."""
         if self._messages.ownership.serves(record.topic, claim_pk.partition):
-            # Following, not awaited: a next owner that misses it finds the claim unconfirmed,
-            # and a send of the message again settles it (fifo_claims.py).
-            rewritten = self._leases.rewrite_note(claim_pk, KIND_CLAIM, key, confirmed.encode())
+            rewritten = self._leases.rewrite_note(claim_pk, KIND_CLAIM, key, claim.encode())
             if rewritten is not None:
                 self._messages.publish_note(claim_pk, KIND_CLAIM, key, rewritten)
-        return sent
+
+    async def _claimed_entry(
+        self, record: QueueRecord, claim: Claim, key: bytes
+    ) -> fifo.DedupEntry | None:
+        """The window entry of `key` in the claimed message's partition, from its owner."""
+        elsewhere = self._messages.owner_elsewhere(
+            record, partition_keys(record)[claim.partition], True
+        )
+        if elsewhere is None:
+            return self.entry_here(record, claim.partition, key)
+        owner, forwarder = elsewhere
+        return await forwarder.fifo_entry(owner, record.topic, claim.partition, key)
+
+    def entry_here(self, record: QueueRecord, partition: int, key: bytes) -> fifo.DedupEntry | None:
+        """The window entry of `key` in a partition served here (`NotServedHere` if not)."""
+        (served,) = self._messages.served_here(record, [partition])
+        pk = partition_keys(record)[served]
+        return self._leases.deduplication_entry(pk, key, self._clock.now_ms())
 
     async def _send_here(
         self, record: QueueRecord, key: bytes, message: StoredMessage, claimed: bool

@@ -8,7 +8,10 @@ workload only retries, and `Ledger.verdict` then accounts for each message:
 - no message was delivered by a receive that began after its deletion was acknowledged
   (nothing deleted comes back);
 - every delivered body and attribute is exactly what was sent, under the acknowledged
-  MessageId (nothing is corrupted).
+  MessageId (nothing is corrupted);
+- no message was delivered again while an earlier delivery's lease still held (nothing is
+  delivered twice inside its lease; `tests/support/lease_ledger.py` keeps each lease's
+  deadline, measured conservatively on the consumer's side).
 
 A send that failed (connection dropped, 5xx) may or may not have landed: if it is
 delivered it must still be intact, but it need not be.
@@ -34,6 +37,8 @@ from botocore.exceptions import (
 )
 
 from tests.support.harness import NO_RETRIES, json_client, query_client
+from tests.support.lease_ledger import Delivery as Lease
+from tests.support.lease_ledger import LeaseLedger
 
 # Errors a client sees while the gateway process is gone or restarting.
 _CONNECTION_ERRORS = (
@@ -44,6 +49,8 @@ _CONNECTION_ERRORS = (
 )
 VISIBILITY_TIMEOUT_S = 10
 RECEIVE_WAIT_S = 1
+# A delete refused with these did not take effect: its lease had ended.
+STALE_HANDLE = ("ReceiptHandleIsInvalid", "InvalidParameterValue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,9 @@ class Ledger:
     corrupt: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     crashed: list[str] = field(default_factory=list)  # tracebacks of workload threads
+    leases: LeaseLedger = field(default_factory=LeaseLedger)  # by MessageId
+    gateway_kills: list[float] = field(default_factory=list)  # when a gateway was SIGKILLed
+    sends_answered: list[float] = field(default_factory=list)  # each acknowledgement's time
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail(self, operation: str, error: Exception, seconds: float) -> None:
@@ -129,6 +139,33 @@ class Ledger:
         """Acknowledged messages whose deletion has not been acknowledged yet."""
         with self.lock:
             return {t for t, mid in self.acknowledged.items() if mid not in self.deletions}
+
+    def gateway_killed(self) -> None:
+        """A gateway is SIGKILLed now (see `LeaseLedger.after_a_crash`)."""
+        with self.lock:
+            self.gateway_kills.append(time.monotonic())
+
+    def deleted_unanswered(self, tokens: set[str]) -> bool:
+        """Whether every message of `tokens` was delivered and a delete of it was answered
+        with an error that may have taken effect (ServiceUnavailable, InternalError, a lost
+        connection): then the queues reading empty means they were deleted."""
+        with self.lock:
+            delivered = {d.token for d in self.deliveries}
+            return all(
+                token in delivered
+                and any(
+                    not r.error.startswith(STALE_HANDLE)
+                    for r in self.refusals.get(self.acknowledged[token], [])
+                )
+                for token in tokens
+            )
+
+    def longest_send_gap(self, began: float, ended: float) -> float:
+        """The longest time without an acknowledged send between `began` and `ended`
+        (monotonic): how long the fault held sends up."""
+        with self.lock:
+            times = [began, *(t for t in self.sends_answered if began < t < ended), ended]
+        return max(b - a for a, b in zip(times, times[1:], strict=False))
 
     def leave_to_time_out(self, message_id: str) -> bool:
         """Whether a consumer may leave this delivery of the message undeleted: only if no
@@ -186,7 +223,11 @@ class Ledger:
                 for d in self.deliveries
                 if d.message_id in self.deletions and d.receive_began > self.deletions[d.message_id]
             ]
+            twice = self.leases.twice_inside_a_lease()
+            after_a_crash = self.leases.after_a_crash(twice, self.gateway_kills)
             return Verdict(
+                twice_inside_a_lease={k: v for k, v in twice.items() if k not in after_a_crash},
+                twice_after_a_crash=len(after_a_crash),
                 attempted=len(self.attempted),
                 acknowledged=len(self.acknowledged),
                 deliveries=len(self.deliveries),
@@ -204,6 +245,11 @@ class Ledger:
 
 @dataclass(frozen=True)
 class Verdict:
+    # MessageId -> its deliveries, of the messages delivered again inside a lease that no
+    # gateway's SIGKILL explains; and how many a SIGKILL explains (README: a receive is not
+    # made durable).
+    twice_inside_a_lease: dict[str, list[Lease]]
+    twice_after_a_crash: int
     attempted: int
     acknowledged: int
     deliveries: int
@@ -223,7 +269,9 @@ class Verdict:
             f"deliveries {self.deliveries} of {self.distinct_delivered} distinct messages "
             f"({self.duplicates} duplicates, {self.unacknowledged_delivered} from unacknowledged "
             f"sends); lost {len(self.lost)}, resurrected {len(self.resurrected)}, corrupt "
-            f"{len(self.corrupt)}; failed calls {dict(self.failures)} (slowest "
+            f"{len(self.corrupt)}, delivered twice inside a lease "
+            f"{len(self.twice_inside_a_lease)} (and {self.twice_after_a_crash} after the SIGKILL "
+            f"of a gateway); failed calls {dict(self.failures)} (slowest "
             f"{self.slowest_failure_s:.1f} s)"
         )
 
@@ -245,14 +293,26 @@ class Workload:
     """Producer and consumer threads over several queues, until `stop()`."""
 
     def __init__(
-        self, endpoint: str | list[str], queue_urls: list[str], producers: int, consumers: int
+        self,
+        endpoint: str | list[str],
+        queue_urls: list[str],
+        producers: int,
+        consumers: int,
+        ledger: Ledger | None = None,
+        name: str = "p",
     ):
-        """`endpoint`: one gateway, or several (thread i talks to gateway i mod n)."""
+        """`endpoint`: one gateway, or several (thread i talks to gateway i mod n).
+        `ledger`, `name`: a second workload joining a running one (on a gateway that joins
+        later) shares its ledger, its tokens told apart by `name`."""
         self.endpoints = [endpoint] if isinstance(endpoint, str) else endpoint
         self.queue_urls = queue_urls
-        self.ledger = Ledger()
+        self.ledger = ledger or Ledger()
+        self.name = name
         self._producing = threading.Event()
         self._consuming = threading.Event()
+        # Set once the producers stop: the consumers then delete every delivery, so the drain
+        # does not wait out a visibility timeout for the last ones left to time out.
+        self._draining = threading.Event()
         self._producers = [
             threading.Thread(target=self._guarded, args=(self._produce, i), name=f"producer-{i}")
             for i in range(producers)
@@ -289,6 +349,7 @@ class Workload:
         without waiting for that message, and the message would count as lost.
         """
         self._producing.clear()
+        self._draining.set()
         for thread in self._producers:
             if thread.is_alive():
                 thread.join(timeout=120)
@@ -301,7 +362,9 @@ class Workload:
             thread.join(timeout=60)
             assert not thread.is_alive(), f"{thread.name} did not stop"
 
-    def drain(self, stall_s: float, cap_s: float) -> float:
+    def drain(
+        self, stall_s: float, cap_s: float, queues_empty: Callable[[], bool] | None = None
+    ) -> float:
         """Wait until every acknowledged message was delivered and its deletion acknowledged,
         for as long as deletions keep coming: stop after `stall_s` without a new one, or
         after `cap_s` in all. Returns the seconds it took.
@@ -311,13 +374,25 @@ class Workload:
         so the messages sent to them wait there, and at the end thousands of them drain
         in log order while the consumers delete one message per call. A drain that still
         progresses is not a loss; one that stalls for `stall_s` (several visibility timeouts)
-        is where the verdict then looks."""
+        is where the verdict then looks.
+
+        `queues_empty`: it also ends once the messages left are only ones whose delete was
+        answered with an error that may have taken effect and the queues read empty (they
+        were deleted: nothing would ever acknowledge their deletion, and waiting `stall_s`
+        for it only costs time)."""
         began = time.monotonic()
         progressed_at = began
         deleted = len(self.ledger.deletions)
-        while self.ledger.undeleted():
+        while undeleted := self.ledger.undeleted():
             now = time.monotonic()
             if now - progressed_at > stall_s or now - began > cap_s:
+                break
+            if (
+                queues_empty is not None
+                and now - progressed_at > 1.0
+                and self.ledger.deleted_unanswered(undeleted)
+                and queues_empty()
+            ):
                 break
             time.sleep(0.5)
             with self.ledger.lock:
@@ -331,7 +406,7 @@ class Workload:
         seq = 0
         while self._producing.is_set():
             seq += 1
-            token = f"p{index}-{seq}"
+            token = f"{self.name}{index}-{seq}"
             url = self.queue_urls[seq % len(self.queue_urls)]
             template = _message(token)
             sent = Sent(url, template.body, template.attributes)
@@ -367,6 +442,7 @@ class Workload:
                 continue
             with self.ledger.lock:
                 self.ledger.acknowledged[token] = message_id
+                self.ledger.sends_answered.append(time.monotonic())
 
     def _consume(self, index: int) -> None:
         sqs = self._client(index + 1)
@@ -397,8 +473,8 @@ class Workload:
                 # deliveries for ever (issue 18's "undeletable" message of the hand-over runs:
                 # delivered every 10 s through both gateways, no delete of it ever tried).
                 # A consumer told to stop leaves nothing in flight behind it: the queues must
-                # end empty, and stop() comes once they read empty.
-                stopping = not self._consuming.is_set()
+                # end empty, and stop() comes once they read empty. Nor does one draining.
+                stopping = not self._consuming.is_set() or self._draining.is_set()
                 if (
                     not stopping
                     and (turn + number) % 7 == 0
@@ -409,6 +485,13 @@ class Workload:
 
     def _check(self, url: str, message: dict[str, Any], receive_began: float, gateway: str) -> None:
         token = message["Body"].split("|", 1)[0]
+        self.ledger.leases.received(
+            message["MessageId"],
+            message["ReceiptHandle"],
+            receive_began,
+            VISIBILITY_TIMEOUT_S,
+            where=_port(gateway),
+        )
         with self.ledger.lock:
             self.ledger.deliveries.append(
                 Delivery(token, message["MessageId"], receive_began, gateway)
@@ -444,8 +527,7 @@ class Workload:
                 self.ledger.fail("delete", error, time.monotonic() - began)
                 self.ledger.refuse(message["MessageId"], began, sqs.meta.endpoint_url, error)
                 if isinstance(error, ClientError) and error.response["Error"]["Code"] in (
-                    "ReceiptHandleIsInvalid",
-                    "InvalidParameterValue",
+                    STALE_HANDLE
                 ):
                     return
                 time.sleep(0.2)

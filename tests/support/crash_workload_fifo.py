@@ -14,7 +14,9 @@ answered as a duplicate. Consumers receive, check and delete (leaving some to ti
   order, and a receive that returns message m of a group after an earlier receive (one that
   had ended before it began) returned a later message n of that group, is allowed only if
   that earlier receive returned m too (both were redelivered together, as SQS does when
-  their leases end); anything else means n was delivered while m was still to come.
+  their leases end); anything else means n was delivered while m was still to come;
+- no message was delivered again while an earlier delivery's lease still held
+  (`tests/support/lease_ledger.py`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from botocore.exceptions import ClientError
 
 from tests.support.crash_workload import _CONNECTION_ERRORS, RECEIVE_WAIT_S
 from tests.support.harness import NO_RETRIES, json_client, query_client
+from tests.support.lease_ledger import LeaseLedger
 
 # Shorter than the standard workload's: a message left to time out holds its whole group.
 VISIBILITY_TIMEOUT_S = 5
@@ -64,14 +67,22 @@ class FifoLedger:
     crashed: list[str] = field(default_factory=list)
     deleted: set[str] = field(default_factory=set)  # tokens whose deletion was acknowledged
     retried: set[str] = field(default_factory=set)  # tokens whose first send failed
+    leases: LeaseLedger = field(default_factory=LeaseLedger)  # by MessageId
+    gateway_kills: list[float] = field(default_factory=list)  # as `Ledger.gateway_kills`
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def undeleted(self) -> set[str]:
         with self.lock:
             return set(self.acknowledged) - self.deleted
 
+    def gateway_killed(self) -> None:
+        with self.lock:
+            self.gateway_kills.append(time.monotonic())
+
     def verdict(self) -> FifoVerdict:
         with self.lock:
+            twice_in_lease = self.leases.twice_inside_a_lease()
+            after_a_crash = self.leases.after_a_crash(twice_in_lease, self.gateway_kills)
             lost = sorted(set(self.acknowledged) - set(self.delivered_ids))
             twice = sorted(t for t, ids in self.delivered_ids.items() if len(ids) > 1)
             wrong_id = sorted(
@@ -91,6 +102,8 @@ class FifoLedger:
                 crashed=list(self.crashed),
                 failures=len(self.failures),
                 retried_sends=len(self.retried & set(self.acknowledged)),
+                twice_inside_a_lease=len(twice_in_lease) - len(after_a_crash),
+                twice_after_a_crash=len(after_a_crash),
             )
 
 
@@ -132,13 +145,17 @@ class FifoVerdict:
     crashed: list[str]
     failures: int
     retried_sends: int
+    twice_inside_a_lease: int  # none explained by a gateway's SIGKILL
+    twice_after_a_crash: int
 
     def summary(self) -> str:
         return (
             f"FIFO: acknowledged {self.acknowledged}; {self.deliveries} deliveries in "
             f"{self.receives} receives; lost {len(self.lost)}, enqueued twice "
             f"{len(self.enqueued_twice)}, wrong id {len(self.wrong_id)}, out of order "
-            f"{len(self.out_of_order)}, corrupt {len(self.corrupt)}; failed calls "
+            f"{len(self.out_of_order)}, corrupt {len(self.corrupt)}, delivered twice inside a "
+            f"lease {self.twice_inside_a_lease} (and {self.twice_after_a_crash} after the SIGKILL "
+            f"of a gateway); failed calls "
             f"{self.failures}, {self.retried_sends} acknowledged sends needed a retry (same "
             "deduplication id)"
         )
@@ -157,6 +174,7 @@ class FifoWorkload:
         self.ledger = FifoLedger()
         self._producing = threading.Event()
         self._consuming = threading.Event()
+        self._draining = threading.Event()  # as `Workload._draining`
         self._producers = [
             threading.Thread(target=self._guarded, args=(self._produce, i), name=f"fproducer-{i}")
             for i in range(producers)
@@ -185,6 +203,7 @@ class FifoWorkload:
 
     def stop_producing(self) -> None:
         self._producing.clear()
+        self._draining.set()
         for thread in self._producers:
             thread.join(timeout=120)
             assert not thread.is_alive(), f"{thread.name} did not stop"
@@ -279,6 +298,10 @@ class FifoWorkload:
                 time.sleep(0.2)
                 continue
             ended = time.monotonic()
+            for message in messages:
+                self.ledger.leases.received(
+                    message["MessageId"], message["ReceiptHandle"], began, VISIBILITY_TIMEOUT_S
+                )
             tokens = tuple(m["Body"].split("|", 1)[0] for m in messages)
             with self.ledger.lock:
                 self.ledger.receives.append(Receive(url, began, ended, tokens))
@@ -292,7 +315,8 @@ class FifoWorkload:
                     elif message["Attributes"]["MessageGroupId"] != group:
                         self.ledger.corrupt.append(f"{token}: in group {message['Attributes']}")
             for number, (token, message) in enumerate(zip(tokens, messages, strict=True)):
-                if turn % 11 == 0 and number == len(messages) - 1:
+                leaving = turn % 11 == 0 and not self._draining.is_set()
+                if leaving and number == len(messages) - 1:
                     # Left to time out (as consumers crash too): redelivered, and its group
                     # held back meanwhile. Rare, or the groups would mostly wait.
                     break

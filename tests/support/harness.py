@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import gzip
 import os
@@ -95,7 +96,11 @@ def kafka_for_tests(work_dir: Path) -> Iterator[str]:
 class KafkaCluster:
     """`size` jar brokers forming one KRaft cluster on 127.0.0.1 (combined broker and
     controller nodes, every node a voter), with `replication_factor` replicas per topic and
-    `min.insync.replicas` = `min_insync_replicas`: what `compose/` runs, without Docker."""
+    `min.insync.replicas` = `min_insync_replicas`: what `compose/` runs, without Docker.
+
+    `secure`: every node's port a SASL_SSL listener (and an SSL one of its own) with the
+    authorizer on, replicating over SASL_SSL as the super user (`SecureListeners`);
+    `gateway_login`: the `KQS_KAFKA_*` settings a gateway logs in with then."""
 
     def __init__(
         self,
@@ -104,12 +109,16 @@ class KafkaCluster:
         replication_factor: int = 3,
         min_insync_replicas: int = 2,
         heap: str = "512m",
+        secure: broker_config.SecureListeners | None = None,
+        gateway_login: Mapping[str, str] | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        """`host`: the address every node listens on (another than 127.0.0.1 for a gateway in
+        a network namespace of its own, `tests/support/crash_netns.py`)."""
+        self.host = host
         self.ports = [free_port() for _ in range(size)]
         self.controller_ports = [free_port() for _ in range(size)]
-        voters = ",".join(
-            f"{i + 1}@127.0.0.1:{port}" for i, port in enumerate(self.controller_ports)
-        )
+        voters = ",".join(f"{i + 1}@{host}:{port}" for i, port in enumerate(self.controller_ports))
         cluster_id = broker.new_cluster_id()
         self.nodes = [
             broker_config.ClusterNode(
@@ -119,10 +128,20 @@ class KafkaCluster:
         ]
         self.data_dirs = [work_dir / f"kafka-{i + 1}" for i in range(size)]
         self.heap = heap
+        self.secure = [
+            dataclasses.replace(secure, ssl_port=free_port()) if secure else None
+            for _ in range(size)
+        ]
+        self.gateway_login = dict(gateway_login or {})
+
+    @property
+    def login(self) -> dict[str, str]:
+        """What the tests' own Kafka clients add to log in (the super user's), or nothing."""
+        return self.secure[0].admin_client() if self.secure[0] else {}
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
+        return ",".join(f"{self.host}:{port}" for port in self.ports)
 
     def start(self) -> None:
         """Start every node at once: none is ready before a quorum of them runs."""
@@ -149,8 +168,10 @@ class KafkaCluster:
             self.data_dirs[index],
             port=self.ports[index],
             controller_port=self.controller_ports[index],
+            host=self.host,
             heap=self.heap,
             cluster=self.nodes[index],
+            secure=self.secure[index],
         )
 
     def kill(self, index: int) -> None:
@@ -173,19 +194,25 @@ class GatewayProcess:
         env: Mapping[str, str] | None = None,
         args: Sequence[str] = (),
         tls_ca: Path | None = None,
+        host: str = "127.0.0.1",
+        wrap: Sequence[str] = (),
     ) -> None:
         """`bootstrap` empty: the gateway starts its embedded broker (set KQS_KAFKA_PORT and
         KQS_KAFKA_CONTROLLER_PORT in `env`). `tls_ca`: the gateway serves HTTPS (its
-        `--tls-cert` in `args`) with a certificate for `localhost` this CA signed."""
+        `--tls-cert` in `args`) with a certificate for `localhost` this CA signed. `host`:
+        where clients reach it (it listens there unless `args` says `--host`). `wrap`: a
+        command the gateway runs under (`ip netns exec <name>`; it execs the gateway, so the
+        process is the gateway's and signals reach it)."""
         self.data_dir = data_dir
         self.bootstrap = bootstrap
         self.extra_env = dict(env or {})  # e.g. KQS_IAM_CONFIG
         self.extra_args = list(args)  # e.g. --workers 2
+        if host != "127.0.0.1" and "--host" not in self.extra_args:
+            self.extra_args += ["--host", host]
+        self.wrap = list(wrap)
         self.port = port or free_port()
         self.tls_ca = tls_ca
-        self.endpoint = (
-            f"https://localhost:{self.port}" if tls_ca else f"http://127.0.0.1:{self.port}"
-        )
+        self.endpoint = f"https://localhost:{self.port}" if tls_ca else f"http://{host}:{self.port}"
         self.log_path = data_dir / "gateway.log"
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -209,6 +236,7 @@ class GatewayProcess:
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
                 [
+                    *self.wrap,
                     sys.executable,
                     "-m",
                     "gateway.cli.main",

@@ -17,6 +17,7 @@ from gateway.sqs.messages.service import MessageService
 from gateway.sqs.queues import QueueRegistry
 from gateway.sqs.waiters import QueueSignals
 from lease_store.clock import ManualClock
+from lease_store.fifo import DedupEntry
 from lease_store.handles import ReceiptHandleCodec
 from lease_store.keys import PartitionKey
 from lease_store.memory import MemoryKeyValueStore
@@ -60,6 +61,7 @@ class AnsweringForwarder(Forwarder):
         self.calls: list[tuple[str, Owner, str]] = []
         self.had_it_no_more: set[Owner] = set()  # owners whose deletes find the message gone
         self.claimed_sends: list[str] = []  # MessageIds of FIFO sends forwarded as claimed
+        self.entries: dict[bytes, DedupEntry] = {}  # what the owners' FIFO windows hold
 
     def _answer(self, operation: str, owner: Owner, about: str) -> None:
         self.calls.append((operation, owner, about))
@@ -81,6 +83,12 @@ class AnsweringForwarder(Forwarder):
         self._answer("fifo_send", owner, message.message_id)
         self.claimed_sends += [message.message_id] if claimed else []
         return FifoSent(message.message_id, "1", duplicate=False)
+
+    async def fifo_entry(
+        self, owner: Owner, topic: str, partition: int, scope_key: bytes
+    ) -> DedupEntry | None:
+        self._answer("fifo_entry", owner, scope_key.decode())
+        return self.entries.get(scope_key)
 
     async def counts(self, owners: dict[Owner, list[PartitionKey]], topic: str) -> Counts:
         total = Counts()

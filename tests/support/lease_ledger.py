@@ -78,6 +78,32 @@ class LeaseLedger:
                         break
             return found
 
+    def after_a_crash(
+        self, twice: dict[str, list[Delivery]], crashes: list[float]
+    ) -> dict[str, list[Delivery]]:
+        """Those of `twice` that a crash explains: every delivery of theirs that came inside an
+        earlier one's lease came after a gateway was SIGKILLed (at one of `crashes`,
+        monotonic) since that earlier delivery. A receive is not made durable (README,
+        "Durability"): a gateway killed after it answered may not have written the lease, and
+        the message is delivered again."""
+        explained = {}
+        for key, ordered in twice.items():
+            pairs = [
+                (earlier, later)
+                for i, later in enumerate(ordered)
+                for earlier in ordered[:i]
+                if earlier.lease_until > later.received_at
+            ]
+            if all(
+                any(
+                    earlier.received_at - DEADLINE_MARGIN_S <= t <= later.received_at
+                    for t in crashes
+                )
+                for earlier, later in pairs
+            ):
+                explained[key] = ordered
+        return explained
+
     def keys(self) -> set[str]:
         with self._lock:
             return set(self.deliveries)

@@ -24,13 +24,14 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # not in __al
 )
 
 from tests.support.certificates import CertificateAuthority
-from tests.support.harness import free_port
-from topology.acls import Grant
+from tests.support.harness import KafkaCluster, free_port
+from topology.acls import GATEWAY, Grant
 from topology.embedded import broker
 from topology.embedded.broker_config import SecureListeners
 
 HOST = "127.0.0.1"
 ADMIN_USER = "kqs-admin"
+CLUSTER_GATEWAY_USER = "kqs-gateway"
 
 
 @dataclass
@@ -77,22 +78,7 @@ class SecureKafka:
 
     def grant(self, principal: str, grants: Iterable[Grant]) -> None:
         """ACLs through the admin API (CreateAcls), as `kafka-acls.sh --add` would create them."""
-        bindings = [
-            AclBinding(
-                ResourceType[grant.resource_type.upper()],
-                grant.name,
-                ResourcePatternType.PREFIXED if grant.prefixed else ResourcePatternType.LITERAL,
-                principal,
-                "*",
-                AclOperation[operation],
-                AclPermissionType.ALLOW,
-            )
-            for grant in grants
-            for operation in grant.operations
-        ]
-        admin = self.admin()
-        for future in admin.create_acls(bindings, request_timeout=30).values():
-            future.result(timeout=30)
+        grant_acls(self.admin(), principal, grants)
 
     def properties_file(self, name: str, values: Mapping[str, str]) -> Path:
         """A `client.properties` file as a user writes one."""
@@ -113,8 +99,67 @@ class SecureKafka:
         }
 
 
+def grant_acls(admin: AdminClient, principal: str, grants: Iterable[Grant]) -> None:
+    """ACLs through the admin API (CreateAcls), as `kafka-acls.sh --add` would create them."""
+    bindings = [
+        AclBinding(
+            ResourceType[grant.resource_type.upper()],
+            grant.name,
+            ResourcePatternType.PREFIXED if grant.prefixed else ResourcePatternType.LITERAL,
+            principal,
+            "*",
+            AclOperation[operation],
+            AclPermissionType.ALLOW,
+        )
+        for grant in grants
+        for operation in grant.operations
+    ]
+    for future in admin.create_acls(bindings, request_timeout=30).values():
+        future.result(timeout=30)
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\")
+
+
+def secure_listeners(
+    work: Path, plain_users: Mapping[str, str] | None = None, unsecured_oauthbearer: bool = False
+) -> tuple[CertificateAuthority, SecureListeners]:
+    """A CA made in `work` and the listeners of a broker whose certificate it signed (for
+    127.0.0.1 and localhost: one keystore serves every node of a local cluster)."""
+    ca = CertificateAuthority(work / "tls")
+    keystore_password = secrets.token_urlsafe(12)
+    return ca, SecureListeners(
+        keystore=ca.pkcs12("broker", keystore_password, hosts=(HOST, "localhost")),
+        keystore_password=keystore_password,
+        ca=ca.cert,
+        ssl_port=free_port(),
+        admin_user=ADMIN_USER,
+        admin_password=secrets.token_urlsafe(12),
+        plain_users=tuple((plain_users or {}).items()),
+        unsecured_oauthbearer=unsecured_oauthbearer,
+    )
+
+
+def secure_cluster(work: Path) -> KafkaCluster:
+    """A 3-node `KafkaCluster` (not started) with SASL_SSL listeners, whose gateways log in as
+    the PLAIN user `kqs-gateway` (`KafkaCluster.gateway_login`); `grant_gateway_acls` after
+    the start gives it the documented ACLs only."""
+    password = secrets.token_urlsafe(18)
+    ca, secure = secure_listeners(work, plain_users={CLUSTER_GATEWAY_USER: password})
+    login = {
+        "KQS_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "KQS_KAFKA_SASL_MECHANISMS": "PLAIN",
+        "KQS_KAFKA_SASL_USERNAME": CLUSTER_GATEWAY_USER,
+        "KQS_KAFKA_SASL_PASSWORD": password,
+        "KQS_KAFKA_SSL_CA_LOCATION": str(ca.cert),
+    }
+    return KafkaCluster(work, secure=secure, gateway_login=login)
+
+
+def grant_gateway_acls(cluster: KafkaCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **cluster.login})
+    grant_acls(admin, f"User:{CLUSTER_GATEWAY_USER}", GATEWAY)
 
 
 @contextlib.contextmanager
@@ -124,19 +169,8 @@ def secure_kafka(
     """Start a SASL_SSL + mTLS broker with the authorizer on; stopped at the end. PLAIN users
     are the broker's static ones (`plain_users`, name → password); SCRAM users are added
     later (`add_scram_user`)."""
-    ca = CertificateAuthority(work / "tls")
-    keystore_password = secrets.token_urlsafe(12)
-    admin_password = secrets.token_urlsafe(12)
-    secure = SecureListeners(
-        keystore=ca.pkcs12("broker", keystore_password, hosts=(HOST, "localhost")),
-        keystore_password=keystore_password,
-        ca=ca.cert,
-        ssl_port=free_port(),
-        admin_user=ADMIN_USER,
-        admin_password=admin_password,
-        plain_users=tuple((plain_users or {}).items()),
-        unsecured_oauthbearer=unsecured_oauthbearer,
-    )
+    ca, secure = secure_listeners(work, plain_users, unsecured_oauthbearer)
+    admin_password = secure.admin_password
     data_dir = work / "broker"
     port, controller_port = free_port(), free_port()
     try:

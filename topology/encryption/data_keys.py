@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from lease_store.clock import Clock
 from topology.encryption import envelope
-from topology.encryption.keys import KeyProvider
+from topology.encryption.keys import KeyProvider, NewDataKey
 
 DEFAULT_REUSE_S = 300
 MAX_USES_PER_KEY = 1 << 30
@@ -50,23 +50,56 @@ class DataKeys:
         # (master key id, wrapped key) -> (its cipher, when it was unwrapped or made, in ms)
         self._opened: OrderedDict[tuple[str, bytes], tuple[AESGCM, int]] = OrderedDict()
 
+    @property
+    def provider(self) -> KeyProvider:
+        return self._provider
+
     def for_sealing(self, scope: str, key_ref: str | None, reuse_s: int) -> DataKey:
         """The data key a queue (`scope`) seals with now: a new one once the current is
         `reuse_s` old or used up. `key_ref`: the queue's KmsMasterKeyId, None for SQS-managed."""
-        now_ms = self._clock.now_ms()
         key = self._current.get((scope, key_ref))
-        if key is None or now_ms - key.created_ms >= reuse_s * 1000 or key.uses >= MAX_USES_PER_KEY:
-            new = self._provider.new_data_key(key_ref)
-            cipher = AESGCM(new.plaintext)
-            key = DataKey(
-                cipher,
-                envelope.header(envelope.PURPOSE_BODY, new.key_id, new.wrapped),
-                envelope.header(envelope.PURPOSE_ATTRIBUTES, new.key_id, new.wrapped),
-                now_ms,
-            )
-            self._current[(scope, key_ref)] = key
-            self._remember((new.key_id, new.wrapped), cipher)  # its own envelopes open at once
+        if key is None or self.sealing_due(scope, key_ref, reuse_s):
+            key = self.install(scope, key_ref, self._provider.new_data_key(key_ref))
         return key
+
+    def sealing_due(self, scope: str, key_ref: str | None, reuse_s: int) -> bool:
+        """Whether `for_sealing` would ask the provider for a new data key now."""
+        key = self._current.get((scope, key_ref))
+        return (
+            key is None
+            or self._clock.now_ms() - key.created_ms >= reuse_s * 1000
+            or key.uses >= MAX_USES_PER_KEY
+        )
+
+    def install(self, scope: str, key_ref: str | None, new: NewDataKey) -> DataKey:
+        """Make `new` (from the provider, asked by the caller: a KMS call may be made off the
+        event loop) the queue's current data key."""
+        cipher = AESGCM(new.plaintext)
+        key = DataKey(
+            cipher,
+            envelope.header(envelope.PURPOSE_BODY, new.key_id, new.wrapped),
+            envelope.header(envelope.PURPOSE_ATTRIBUTES, new.key_id, new.wrapped),
+            self._clock.now_ms(),
+        )
+        self._current[(scope, key_ref)] = key
+        self._remember((new.key_id, new.wrapped), cipher)  # its own envelopes open at once
+        return key
+
+    def opening_due(self, sealed: bytes) -> tuple[str, bytes] | None:
+        """(master key id, wrapped key) of an envelope whose data key `open` would unwrap
+        now (not held, or held longer than `OPEN_CACHE_S`); None when held, or no envelope."""
+        try:
+            _, key_id, wrapped, _ = envelope.parse(sealed)
+        except envelope.EnvelopeError:
+            return None  # `open` says what is wrong with it
+        cached = self._opened.get((key_id, wrapped))
+        if cached is not None and self._clock.now_ms() - cached[1] < OPEN_CACHE_S * 1000:
+            return None
+        return key_id, wrapped
+
+    def remember_unwrapped(self, key_id: str, wrapped: bytes, plaintext: bytes) -> None:
+        """Hold a data key the caller unwrapped with the provider (off the event loop)."""
+        self._remember((key_id, wrapped), AESGCM(plaintext))
 
     def seal(self, key: DataKey, purpose: bytes, plaintext: bytes) -> bytes:
         key.uses += 1

@@ -13,7 +13,8 @@ a key or a ciphertext; errors carry KMS's code and message, which name the key, 
 
 KMS is asked once per queue and `KmsDataKeyReusePeriodSeconds` for a new data key, and once per
 data key and opening period to unwrap one (`data_keys.py`); each call is synchronous, bounded by
-the timeouts below (a gateway waits for it: a slow KMS slows that send or receive).
+the timeouts below: the gateway makes the calls of sends and receives in a thread
+(`gateway/sqs/encryption.py` `ready_to_seal`, `ready_to_open`).
 
 The envelope's master key id is `kms:` + the key's ARN as KMS answers it; the wrapped data key
 is KMS's `CiphertextBlob`, decrypted with the same encryption context it was made with.

@@ -240,18 +240,10 @@ class Routing(MessageState):
         return self._everything_here
 
     def publish_note(self, pk: PartitionKey, kind: bytes, name: bytes, raw: bytes | None) -> None:
-        """A note of the lease store (`lease_store/notes.py`) to the changelog, following."""
+        """A note of the lease store (`lease_store/notes.py`) to the changelog, following
+        (with several gateways, acknowledged by the next `group_sync.durable()`)."""
         if self._changelog is not None:
             self._changelog.note(pk, kind, name, raw)
-
-    async def publish_note_acknowledged(
-        self, pk: PartitionKey, kind: bytes, name: bytes, raw: bytes
-    ) -> None:
-        """A note to the changelog, answered once Kafka acknowledged it (a FIFO claim)."""
-        with self._changes() as changes:
-            if self._changelog is not None:
-                self._changelog.note(pk, kind, name, raw, acknowledged=True)
-        await changes.confirmed()
 
     def _changes(self) -> contextlib.AbstractContextManager[Confirmation]:
         """Collects the lease changelog records of a change, to await their acknowledgement."""

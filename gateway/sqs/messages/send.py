@@ -8,6 +8,7 @@ import functools
 import logging
 from collections.abc import Sequence
 
+from gateway.common.errors import SqsError
 from gateway.sqs.messages.apply import Applying
 from gateway.sqs.queues import (
     is_fifo,
@@ -48,6 +49,8 @@ class Sending(Applying):
     async def send(self, record: QueueRecord, message: StoredMessage) -> Delivered:
         """Append the message; returns where it landed, once Kafka acknowledged it and it is
         receivable."""
+        if self.encryption.sealing_calls_kms(record):
+            await self.encryption.ready_to_seal(record)
         delivery, applied = self._start_send(record, message, self._linger_for(record))
         delivered = await delivery
         await self._applied(applied, delivered)
@@ -60,6 +63,11 @@ class Sending(Applying):
         is where it landed, or what failed it. All go to the producer at once, so they share
         produce requests and their reports arrive together (one lease-store write)."""
         started: list[tuple[asyncio.Future[Delivered], asyncio.Future[None]] | Exception] = []
+        if self.encryption.sealing_calls_kms(record):
+            try:
+                await self.encryption.ready_to_seal(record)
+            except SqsError as refused:  # KMS refused the queue's key: every entry, as one
+                return [refused for _ in messages]
         linger = self._linger_for(record)  # one choice for the batch: its records keep order
         fifo = is_fifo(record)
         for message in messages:

@@ -7,6 +7,10 @@ receives and deletes keep working: `acks=all` needs two in-sync replicas, and tw
 last test runs the whole compose deployment: three gateways sharing the partitions (group
 mode), a message sent through one, received through another, deleted through the third, with
 a broker down.
+
+With KQS_TEST_SECURE_CLUSTER=1 (tests/conftest.py `kafka_cluster`) the same tests run against
+the cluster with SASL_SSL listeners, the authorizer on and the gateways holding only the
+documented ACLs (tests/support/secure_kafka.py `secure_cluster`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,11 @@ ISR_BOUND_S = 90.0
 def cluster_gateway(
     kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    process = GatewayProcess(tmp_path_factory.mktemp("cluster-gateway"), kafka_cluster.bootstrap)
+    process = GatewayProcess(
+        tmp_path_factory.mktemp("cluster-gateway"),
+        kafka_cluster.bootstrap,
+        env=kafka_cluster.gateway_login,
+    )
     process.start(timeout_s=120)
     yield process
     process.stop()
@@ -48,7 +56,9 @@ def sqs_on_cluster(cluster_gateway: GatewayProcess, protocol: str) -> Any:
 
 
 def admin_of(cluster: KafkaCluster) -> AdminClient:
-    return AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 10_000})
+    return AdminClient(
+        {"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": 10_000, **cluster.login}
+    )
 
 
 def queue_topic(admin: AdminClient, name: str) -> str:
@@ -160,6 +170,7 @@ def three_gateways(
         "KQS_PARTITION_OWNERSHIP": "group",
         "KQS_RECEIPT_SECRET": "the-cluster-tests-shared-secret",
         "KQS_PARTITIONS": "3",
+        **kafka_cluster.gateway_login,
     }
     gateways = [
         GatewayProcess(tmp_path_factory.mktemp(f"cluster-gw-{i}"), kafka_cluster.bootstrap, env=env)

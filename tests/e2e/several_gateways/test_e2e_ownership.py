@@ -881,3 +881,45 @@ def test_a_retried_fifo_receive_is_answered_the_same_after_its_home_left(
         eventually(lambda: True if receive(clients[stays]) == first else None, "the retry")
     finally:
         gateways[home].start()  # rejoins; takes partitions back, restored from the changelog
+
+
+@pytest.mark.skipif(
+    os.environ.get("KQS_FIFO_RESTART_TEST") != "1",
+    reason="both gateways SIGKILLed and restarted (~30 s a protocol): KQS_FIFO_RESTART_TEST=1",
+)
+def test_a_retried_fifo_receive_is_answered_the_same_after_every_gateway_was_killed(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
+) -> None:
+    # Given: a FIFO queue's messages received with a ReceiveRequestAttemptId, and a second
+    # for the changelog to follow
+    clients = [client_for(protocol, g.endpoint) for g in gateways]
+    name = f"attempt-killed-{uuid.uuid4().hex[:10]}.fifo"
+    attributes = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    url = clients[0].create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    topic = topic_of(kafka_bootstrap, name)
+    serving_and_other(gateways, kafka_bootstrap, topic)  # settled
+    for group in (group_on(0), group_on(3)):
+        clients[0].send_message(QueueUrl=url, MessageBody=f"{group}-1", MessageGroupId=group)
+    eventually(lambda: True if counts(clients[0], url) == (2, 0) else None, "2 visible")
+
+    def receive(client: Any) -> list[tuple[str, str]]:
+        answer = client.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=300,
+            ReceiveRequestAttemptId="attempt-after-a-crash",
+        )
+        return sorted((m["Body"], m["ReceiptHandle"]) for m in answer.get("Messages", []))
+
+    first = eventually(lambda: receive(clients[1]) or None, "the first receive")
+    time.sleep(1.0)
+    # When: both gateways are SIGKILLed (nothing held in memory survives) and started again
+    # on their data directories
+    for process in gateways:
+        process.kill()
+    for process in gateways:
+        process.start()
+    # Then: a retry through either gets the same messages and receipt handles, from the
+    # partition 0 owner's lease store (its RocksDB, or the changelog it restored from)
+    eventually(lambda: True if receive(clients[0]) == first else None, "the retry")
+    assert receive(clients[1]) == first

@@ -112,6 +112,29 @@ async def test_a_claim_whose_send_failed_admits_only_the_same_message_again() ->
     assert confirmed is not None and confirmed.confirmed
 
 
+async def test_a_claim_whose_message_landed_unanswered_makes_another_message_its_duplicate() -> (
+    None
+):
+    # Given a claim whose send failed as far as the claim's gateway knows, though the message
+    # reached its partition there (the owner's window holds it: its answer was lost)
+    forwarder = AnsweringForwarder({NEXT: ServiceUnavailable("the answer was lost")})
+    messages = await serving_partition_0_with_1_at_next(forwarder)
+    service = FifoService(messages, messages._leases, messages._clock)
+    with pytest.raises(ServiceUnavailable):
+        await service.send(FIFO, a_send("m-1", GROUP_THERE))
+    del forwarder.answers[NEXT]
+    forwarder.entries[DEDUP.encode()] = fifo.DedupEntry(T0, 41, "m-1")
+
+    # When another message is sent under the same id
+    sent = await service.send(FIFO, a_send("m-other", GROUP_HERE, b"another body"))
+
+    # Then it is the claimed message's duplicate, and the claim now has its offset
+    assert (sent.message_id, int(sent.sequence_number), sent.duplicate) == ("m-1", 41, True)
+    assert ("fifo_entry", NEXT, DEDUP) in forwarder.calls
+    claim = claim_of(messages)
+    assert claim is not None and claim.offset == 41
+
+
 async def test_concurrent_sends_of_one_id_in_two_groups_here_give_one_message() -> None:
     # Given both partitions served here (one gateway of a group-mode deployment)
     messages, ownership = await gateway_serving_the_queue(queue=FIFO)

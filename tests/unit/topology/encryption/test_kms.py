@@ -25,16 +25,18 @@ def kms() -> Iterator[MotoKms]:
         yield server
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def default_key(kms: MotoKms) -> str:
     return kms.new_key()
 
 
-@pytest.fixture
-def provider(kms: MotoKms, default_key: str, monkeypatch: pytest.MonkeyPatch) -> KmsKeyProvider:
-    for name, value in kms.environment(default_key).items():
-        monkeypatch.setenv(name, value)
-    return KmsKeyProvider.from_environment(default_key)
+@pytest.fixture(scope="module")
+def provider(kms: MotoKms, default_key: str) -> Iterator[KmsKeyProvider]:
+    """One client for the module (making one costs ~1 s), from the usual AWS settings."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in kms.environment(default_key).items():
+            patch.setenv(name, value)
+        yield KmsKeyProvider.from_environment(default_key)
 
 
 def calls_of(provider: KmsKeyProvider) -> Counter[str]:
