@@ -21,6 +21,12 @@ from gateway.cloudformation.store import StackStore
 from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.group_check import JOIN_WAIT_S, check_alone
 from gateway.cluster.ownership import GroupOwnership
+from gateway.cluster.sole_gateway import (
+    forget_stale_store,
+    name_sole_owner,
+    served_elsewhere,
+    unnamed,
+)
 from gateway.common import limits
 from gateway.common.config import Settings
 from gateway.http.other_services import STACKS
@@ -193,7 +199,21 @@ async def _start(
     follower = kafka.follower("kqs-changelog", confirmed=settings.partition_ownership == "group")
     changelog = LeaseChangelog(producer, follower, admin)
     await changelog.ensure_topic()
+    directory: OwnersDirectory | None = None
+    sole_id = ""  # one gateway that names itself in the owners directory (sole_gateway.py)
+    if settings.partition_ownership == "group" or settings.shared_cluster != "warn":
+        directory = kafka.owners_directory(admin, producer)
+        await directory.ensure_topic()
+        await loop.run_in_executor(None, directory.load)
+    active = [r for r in records.values() if r.deleted_ms is None]
+    if directory is not None and settings.partition_ownership == "all":
+        sole_id = _gateway_id(settings)
+        if elsewhere := served_elsewhere(directory, active, sole_id):
+            forget_stale_store(settings.lease_dir, elsewhere)
     leases = await kafka.open_leases(records.values(), clock, changelog.on_commit)
+    if directory is not None and sole_id:
+        await name_sole_owner(directory, unnamed(directory, active, sole_id), sole_id)
+    naming_tasks: set[asyncio.Task[None]] = set()
     background = await _ensure_events_topic(kafka)
     events = kafka.events()
     sink = KafkaEventSink(events, clock)
@@ -205,6 +225,16 @@ async def _start(
         if group_ref:
             group_ref[0].queues_changed()  # the group decides who ingests it
             return
+        if (
+            directory is not None
+            and sole_id
+            and (partitions := unnamed(directory, [record], sole_id))
+        ):
+            # Named within milliseconds of its creation: only a kill in between leaves a new
+            # queue unnamed, with next to nothing in it.
+            naming = loop.create_task(name_sole_owner(directory, partitions, sole_id, wait=False))
+            naming_tasks.add(naming)
+            naming.add_done_callback(naming_tasks.discard)
         applied = {pk.partition: leases.applied_offset(pk) for pk in partition_keys(record)}
         for partition, offset in applied.items():
             # Known to ingest from the start, so a caught-up partition is paused at once.
@@ -237,11 +267,7 @@ async def _start(
     )
     secret = receipt_secret(settings)
     group: GroupOwnership | None = None
-    directory: OwnersDirectory | None = None
-    if settings.partition_ownership == "group":
-        directory = OwnersDirectory(bootstrap, admin, producer)
-        await directory.ensure_topic()
-        await loop.run_in_executor(None, directory.load)
+    if settings.partition_ownership == "group" and directory is not None:
         group = GroupOwnership(
             Owner(_gateway_id(settings), _advertised_url(settings)),
             directory,
@@ -332,6 +358,7 @@ async def _start(
         sink,
         settings.replay_checkpoint_s,
         settings.replay_orphaned_after_s,
+        settings.replay_in_flight,
     )
     replay_tasks_tail = None
     if group is None:

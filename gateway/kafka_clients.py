@@ -21,6 +21,7 @@ from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer,
 from topology.log_reader import LogReader
 from topology.move_task_log import MoveTaskLog
 from topology.names import MOVE_TASKS_TOPIC
+from topology.owners import OwnersDirectory
 from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer
 from topology.segment_sync import SegmentSync
@@ -72,6 +73,9 @@ class KafkaClients:
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return Catalog(self.bootstrap, admin, producer)
+
+    def owners_directory(self, admin: TopicAdmin, producer: AsyncProducer) -> OwnersDirectory:
+        return OwnersDirectory(self.bootstrap, admin, producer)
 
     def move_task_log(
         self, admin: TopicAdmin, producer: AsyncProducer, topic: str = MOVE_TASKS_TOPIC

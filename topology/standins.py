@@ -32,6 +32,7 @@ from topology.events import EventPublisher
 from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, IngestConsumer
 from topology.move_task_log import MoveTaskLog
+from topology.owners import OwnersDirectory
 from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer, Delivered, Linger, OnDelivered
 from topology.producer_stats import CombinedStatistics, StatisticsHolder
@@ -366,4 +367,12 @@ class AlonePresence(GatewayPresence):
         return True
 
     def close(self) -> None:
+        pass
+
+
+class EmptyOwnersDirectory(OwnersDirectory):
+    """The owners directory of a new cluster: nothing to load; what this gateway publishes
+    (through the stand-in producer) is what it knows."""
+
+    def load(self, timeout_s: float = 30.0) -> None:
         pass

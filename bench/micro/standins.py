@@ -23,6 +23,7 @@ from topology.follower_producer import FollowerProducer
 from topology.ingest import BatchHandler, GroupListener, Ingest, IngestConsumer
 from topology.move_task_log import MoveTaskLog
 from topology.names import MOVE_TASKS_TOPIC
+from topology.owners import OwnersDirectory
 from topology.presence import GatewayPresence
 from topology.producer import AsyncProducer
 from topology.stack_log import StackLog
@@ -32,6 +33,7 @@ from topology.standins import (
     CountingFollower,
     EmptyCatalog,
     EmptyMoveTaskLog,
+    EmptyOwnersDirectory,
     EmptyStackLog,
     InstantProducer,
     Log,
@@ -70,6 +72,9 @@ class InProcessKafka(KafkaClients):
 
     def catalog(self, admin: TopicAdmin, producer: AsyncProducer) -> Catalog:
         return EmptyCatalog(self.bootstrap, admin, producer)
+
+    def owners_directory(self, admin: TopicAdmin, producer: AsyncProducer) -> OwnersDirectory:
+        return EmptyOwnersDirectory(self.bootstrap, admin, producer)
 
     def move_task_log(
         self, admin: TopicAdmin, producer: AsyncProducer, topic: str = MOVE_TASKS_TOPIC

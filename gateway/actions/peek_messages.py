@@ -118,6 +118,8 @@ async def handle(req: PeekMessagesRequest, ctx: RequestContext) -> Result:
     page = await ctx.runtime.browser.page(
         record, req.max_number_of_messages, req.newest_first, req.statuses, req.next_token
     )
+    # With KMS keys, the data keys to unwrap are unwrapped in a thread, not on the event loop.
+    await ctx.runtime.messages.encryption.ready_to_open(b.logged.message for b in page.messages)
     result: Result = {
         "Messages": [
             message_entry(b, req.body_preview_length, ctx.runtime.messages.encryption)

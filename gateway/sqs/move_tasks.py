@@ -566,6 +566,7 @@ class MoveTasks:
     async def _move(
         self, task: MoveTask, source: QueueRecord, pk: PartitionKey, delivery: Delivery
     ) -> None:
+        await self._messages.encryption.ready_to_open([delivery.message])  # KMS: in a thread
         original = self._messages.encryption.open(delivery.message)
         target_arn = task.destination_arn or original.dead_letter_source_arn
         destination = self._registry.by_arn(target_arn) if target_arn else None

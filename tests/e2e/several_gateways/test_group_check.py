@@ -3,26 +3,35 @@
 
 A group-mode gateway is a live member of the ingest consumer group; in the first tests a real
 consumer subscribed under that group stands for one. Every gateway is a member of the
-presence group; the later tests meet real gateways. All on a broker of the module's own (the
-session's single gateway must not meet them). The harness's gateways only warn
+presence group; the later tests meet real gateways. The last one has one gateway and two group-mode
+gateways take turns on a cluster (`gateway/cluster/sole_gateway.py`). All on a broker of the
+module's own (the session's single gateway must not meet them). The harness's gateways only warn
 (`KQS_SHARED_CLUSTER=warn`); these tests set the default, "refuse", where they test it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
 
 from gateway.cluster.group_check import SHARED_CLUSTER_EXIT
-from tests.support.group_mode import gateway_id
-from tests.support.harness import GatewayProcess, eventually
+from tests.support.group_mode import gateway_id, owners_of, topic_of
+from tests.support.harness import (
+    GatewayProcess,
+    eventually,
+    json_client,
+    query_client,
+    visible_and_in_flight,
+)
 from tests.support.queues_at_once import use_queues_at_once
 from topology.admin import TopicAdmin
 from topology.names import INGEST_GROUP
@@ -198,3 +207,93 @@ def test_gateways_that_all_share_partitions_start_side_by_side_and_deliver_nothi
     finally:
         for gateway in pair:
             gateway.stop()
+
+
+def test_one_gateway_and_group_mode_gateways_taking_turns_serve_each_others_changes(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """Each side trusted its own store when it had one: a group-mode gateway its copy of a
+    partition where it was named last, one gateway its store. One gateway now names itself
+    in the owners directory, and each side restores what the other served since from the
+    changelog (`gateway/cluster/sole_gateway.py`)."""
+    # One partition: which group-mode gateway served it last is then known
+    env = {**REFUSE, "KQS_RECEIPT_SECRET": uuid.uuid4().hex, "KQS_PARTITIONS": "1"}
+    group_env = {**env, "KQS_PARTITION_OWNERSHIP": "group"}
+    single = GatewayProcess(tmp_path / "single", kafka_bootstrap, env=env)
+    pair = [GatewayProcess(tmp_path / f"group-{n}", kafka_bootstrap, env=group_env) for n in "ab"]
+    handles: dict[str, str] = {}
+
+    # Given a queue of 10 messages sent and received (10 minutes) through one gateway (JSON)
+    with running(single):
+        sqs = json_client(single.endpoint)
+        name = f"turns-{uuid.uuid4().hex[:8]}"
+        url = sqs.create_queue(QueueName=name)["QueueUrl"]
+        sqs.send_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)]
+        )
+        handles.update(receive_all(sqs, url, 10))
+    # which two group-mode gateways then served (Query): m0-m2 deleted, m3 and m4 visible
+    with running(*pair):
+        group = query_client(pair[0].endpoint)
+        assert_counts(group, url, (0, 10), "the one gateway's receives, in the group")
+        for body in ("m0", "m1", "m2"):
+            query_client(pair[1].endpoint).delete_message(QueueUrl=url, ReceiptHandle=handles[body])
+        for body in ("m3", "m4"):
+            group.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=handles[body], VisibilityTimeout=0
+            )
+        assert_counts(group, url, (2, 5), "the group's changes")
+    topic = topic_of(kafka_bootstrap, name)
+    (last,) = [g for g in pair if gateway_id(g) == owners_of(kafka_bootstrap, topic)[0].gateway]
+
+    # When the one gateway starts again on its data directory
+    with running(single):
+        sqs = json_client(single.endpoint)
+        # Then it serves the group's changes, not its older store
+        assert_counts(sqs, url, (2, 5), "the group's changes, at the one gateway")
+        assert "rebuilt from the changelog" in single.log_path.read_text()
+        # and when it deletes m5 and makes m6 visible
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=handles["m5"])
+        sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=handles["m6"], VisibilityTimeout=0
+        )
+    assert owners_of(kafka_bootstrap, topic)[0].gateway == gateway_id(single)
+
+    # and the group-mode gateways start again on theirs, the one that served it last first
+    with running(last, *[g for g in pair if g is not last]):
+        # Then they serve its changes, not their own older copies
+        assert_counts(query_client(pair[1].endpoint), url, (3, 3), "its changes, in the group")
+
+
+@contextlib.contextmanager
+def running(*gateways: GatewayProcess) -> Iterator[None]:
+    try:
+        for gateway in gateways:
+            gateway.start()
+        yield
+    finally:
+        for gateway in gateways:
+            gateway.stop()  # a clean stop: each one's changelog is complete
+
+
+def receive_all(sqs: Any, url: str, count: int) -> dict[str, str]:
+    """Receive `count` messages for 10 minutes; their receipt handles by body."""
+    received: dict[str, str] = {}
+
+    def every_one() -> dict[str, str] | None:
+        for message in sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600, WaitTimeSeconds=1
+        ).get("Messages", []):
+            received[message["Body"]] = message["ReceiptHandle"]
+        return received if len(received) == count else None
+
+    return eventually(every_one, f"the {count} messages", 30)
+
+
+def assert_counts(sqs: Any, url: str, expected: tuple[int, int], what: str) -> None:
+    """(visible, in flight) becomes `expected` (a gateway serves once it has restored)."""
+    eventually(
+        lambda: True if visible_and_in_flight(sqs, url) == expected else None,
+        f"{expected} (visible, in flight): {what}",
+        60,
+    )
