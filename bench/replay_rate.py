@@ -8,7 +8,12 @@ itself) with no rate limit and follows it with ListMessageReplayTasks. It prints
 per second from the task's start to COMPLETED, the gateway's CPU seconds over that time (from
 /proc), and the load average before and after (the machine may be shared).
 
+`--in-flight 1 4` compares how many send batches a task keeps on their way
+(`KQS_REPLAY_IN_FLIGHT`): each run replays once per value, in turn, the gateway restarted with
+it on the same broker and filled queue, so that the values meet the same load.
+
     .venv/bin/python -m bench.replay_rate [--messages 100000] [--body-bytes 100] [--runs 1]
+        [--in-flight N ...]
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--into", choices=["other", "same"], default="other")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--in-flight", type=int, nargs="+", default=[0], metavar="N")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="kqs-bench-") as tmp:
@@ -100,24 +106,35 @@ def main() -> int:
             fill(info.bootstrap, topic_of(info.bootstrap, source), args.messages, args.body_bytes)
             wait_ingested(sqs, source, args.messages, timeout_s=1800)
             for run in range(args.runs):
-                destination = source
-                if args.into == "other":
-                    destination = sqs.create_queue(QueueName=f"replay-destination-{run}")[
-                        "QueueUrl"
-                    ]
-                row = replay_once(sqs, source, destination, args.messages, gateway.pid, since_ms)
-                rows.append(row)
-                print(json.dumps(row), file=sys.stderr)
+                for in_flight in args.in_flight:
+                    if in_flight:  # 0: the gateway's default
+                        gateway.stop()
+                        gateway.extra_env["KQS_REPLAY_IN_FLIGHT"] = str(in_flight)
+                        gateway.start()
+                        assert gateway.pid is not None
+                    destination = source
+                    if args.into == "other":
+                        destination = sqs.create_queue(
+                            QueueName=f"replay-destination-{run}-{in_flight}"
+                        )["QueueUrl"]
+                    row = replay_once(
+                        sqs, source, destination, args.messages, gateway.pid, since_ms
+                    )
+                    row["in_flight"] = in_flight or "default"
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr)
         finally:
             gateway.stop()
             broker.stop(work / "kafka")
     print(
-        "| run | messages | seconds | msg/s | gateway CPU s | CPU µs/msg | load before | load after |"
+        "| run | in flight | messages | seconds | msg/s | gateway CPU s | CPU µs/msg "
+        "| load before | load after |"
     )
-    print("|" + "---|" * 8)
+    print("|" + "---|" * 9)
     for i, r in enumerate(rows, 1):
         print(
-            f"| {i} | {r['messages']:,} | {r['seconds']} | **{r['per_second']:,}** | "
+            f"| {i} | {r['in_flight']} | {r['messages']:,} | {r['seconds']} | "
+            f"**{r['per_second']:,}** | "
             f"{r['gateway_cpu_s']} | {r['gateway_cpu_per_message_us']} | {r['load_before']} | "
             f"{r['load_after']} |"
         )

@@ -358,6 +358,7 @@ async def _start(
         sink,
         settings.replay_checkpoint_s,
         settings.replay_orphaned_after_s,
+        settings.replay_in_flight,
     )
     replay_tasks_tail = None
     if group is None:

@@ -291,3 +291,11 @@ def add_replay_subcommands(
     peek_parser.add_argument("--json", action="store_true", help="print the messages as JSON")
     _common(peek_parser)
     peek_parser.set_defaults(func=peek)
+
+
+def main(argv: list[str]) -> int:
+    """`kqs replay ...` or `kqs peek ...` alone (`entry.py`), without the gateway's imports."""
+    parser = argparse.ArgumentParser(prog="kqs")
+    add_replay_subcommands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))

@@ -147,6 +147,9 @@ class Settings:
     replay_orphaned_after_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_REPLAY_ORPHANED_AFTER_S", "15"))
     )
+    # Send batches a replay task keeps on their way at once into a standard queue
+    # (gateway/sqs/replay/pipeline.py; bench/replay_rate.py --in-flight compares them).
+    replay_in_flight: int = field(default_factory=lambda: _env_int("KQS_REPLAY_IN_FLIGHT", 4))
 
     @property
     def tls(self) -> bool:

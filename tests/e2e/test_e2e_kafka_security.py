@@ -296,13 +296,6 @@ def test_oauthbearer_with_oidc_client_credentials(kafka: SecureKafka) -> None:
         assert oidc.requests[0].get("scope") == "kafka"
 
 
-# A Spark start, longer than the module's other tests together: off by default for CI time;
-# KQS_TEST_SECURE_ANALYTICS=1 runs it (passed on 2026-12-02 in 17 min at load average ~40 on
-# 2 shared cores, most of it Spark starting).
-@pytest.mark.skipif(
-    not os.environ.get("KQS_TEST_SECURE_ANALYTICS"),
-    reason="set KQS_TEST_SECURE_ANALYTICS=1 (starts Spark against the SASL_SSL broker)",
-)
 def test_the_analytics_and_their_dashboard_run_over_sasl_ssl_with_their_acls(
     kafka: SecureKafka,
     gateways: list[GatewayProcess],

@@ -24,7 +24,7 @@ def kqs(*args: str) -> subprocess.CompletedProcess[str]:
         "AWS_DEFAULT_REGION": REGION,
     }
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli.main", *args],
+        [sys.executable, "-m", "gateway.cli.entry", *args],  # as the `kqs` script starts
         capture_output=True,
         text=True,
         env=env,

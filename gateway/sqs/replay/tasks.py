@@ -21,14 +21,17 @@ read and steered. A task
    after the other, in log order, with the deduplication id `<task>-<partition>-<offset>`,
    which no client-chosen id of the original collides with;
 
-at most `MaxNumberOfMessagesPerSecond` when given.
+at most `MaxNumberOfMessagesPerSecond` when given. Batches of up to `BATCH` records (or the
+rate) are read while the last ones are sent, and up to `pipeline.DEPTH` batches are on their
+way at once into a standard queue (one into a FIFO queue), settled oldest first
+(`pipeline.py`).
 
 **Durable, and nothing twice.** The task is a record on `__kqs_replay_tasks` (the move
 tasks' log, `topology/move_task_log.py`, on a topic of its own), written when it starts,
-every `KQS_REPLAY_CHECKPOINT_S` (1 s) while it runs (a checkpoint), when a cancel is asked for and when it
-ends. A checkpoint is taken between batches, when every send so far is acknowledged and
-none is on its way: the next source offset of each partition, the count, and the
-destination's end offsets at that moment. A gateway that runs the task on (this one
+about every `KQS_REPLAY_CHECKPOINT_S` (1 s) while it runs (a checkpoint), when a cancel is
+asked for and when it ends. A checkpoint records the next source offset of each partition
+past a run of acknowledged batches, the count, and the destination's end offsets read before
+any later batch was sent (`SendPipeline.mark`, `due_checkpoint`). A gateway that runs the task on (this one
 restarted, or another) reads the destination from those end offsets to its end and collects
 the source coordinates this task's records name (`kqs.replay-of`): whatever the last runner
 sent after its last checkpoint is there, and skipped. The range is then read on from the
@@ -73,6 +76,7 @@ from gateway.sqs.messages.service import MessageService
 from gateway.sqs.move_tasks import encode_handle
 from gateway.sqs.queues import QueueRegistry, attribute_int, is_fifo
 from gateway.sqs.replay import ranges
+from gateway.sqs.replay.pipeline import DEPTH, SendPipeline
 from lease_store.clock import Clock
 from lease_store.records import StoredMessage
 from topology.catalog import QueueRecord
@@ -194,6 +198,7 @@ class ReplayTasks:
         events: EventSink,
         checkpoint_every_s: float = 1.0,
         orphaned_after_s: float = ORPHANED_AFTER_S,
+        depth: int = DEPTH,
     ) -> None:
         self._clock = clock
         self._registry = registry
@@ -204,6 +209,7 @@ class ReplayTasks:
         self._events = events
         self._checkpoint_every_s = checkpoint_every_s
         self._orphaned_after_ms = int(orphaned_after_s * 1000)
+        self._depth = depth  # send batches on their way at once (`pipeline.py`)
         self._running: dict[str, ReplayTask] = {}  # by task id: the tasks run here
         self.runner_id = uuid.uuid4().hex  # this gateway's run, as a task's record names it
         self._closing = asyncio.Event()
@@ -485,6 +491,13 @@ class ReplayTasks:
         summary = task.summary
         reader = self._new_reader()
         reading: asyncio.Future[list[LoggedMessage]] | None = None
+        pipeline: SendPipeline | None = None
+
+        def settled(records: list[LoggedMessage], sent: int) -> None:
+            for logged in records:
+                summary.positions[logged.partition] = logged.offset + 1
+            summary.replayed += sent
+
         try:
             destination = self._destination(task)
             skip: set[tuple[int, int]] = set()
@@ -495,11 +508,12 @@ class ReplayTasks:
                 summary.replayed += len(skip)
             await self._in_thread(reader.open, task.source.topic, summary.positions, summary.ends)
             rate = summary.max_per_second or MAX_RATE
+            pipeline = SendPipeline(1 if is_fifo(destination) else self._depth, settled)
             loop = asyncio.get_running_loop()
             paced_from_s, paced_count = loop.time(), 0
-            written_s = time.monotonic()
-            # The next batch is read while this one is sent: the log read (a worker thread)
-            # and the sends (Kafka's acknowledgements) overlap instead of taking turns.
+            marked_s = time.monotonic()
+            # The next batch is read while the last ones are sent: the log read (a worker
+            # thread) and the sends (Kafka's acknowledgements) overlap instead of taking turns.
             reading = asyncio.ensure_future(self._in_thread(reader.read, min(BATCH, rate)))
             while reading is not None:
                 batch: list[LoggedMessage] = await reading
@@ -508,23 +522,30 @@ class ReplayTasks:
                     reading = asyncio.ensure_future(self._in_thread(reader.read, min(BATCH, rate)))
                 self._check_steering(task)
                 destination = self._destination(task)
+                if (
+                    time.monotonic() - marked_s >= self._checkpoint_every_s
+                    and pipeline.wants_marks()
+                ):
+                    marked_s = time.monotonic()
+                    with contextlib.suppress(KafkaException):  # the last checkpoint stands
+                        marks = await self._registry.topic_end_offsets(destination)
+                        pipeline.mark(dict(enumerate(marks)))
                 fresh = [m for m in batch if (m.partition, m.offset) not in skip]
-                await self._send(task, destination, fresh)
-                for logged in batch:
-                    summary.positions[logged.partition] = logged.offset + 1
-                summary.replayed += len(fresh)
+                await pipeline.add(self._send(task, destination, fresh), batch, len(fresh))
+                await self._checkpoint_when_due(task, pipeline)
                 paced_count += len(fresh)
-                if time.monotonic() - written_s >= self._checkpoint_every_s:
-                    written_s = time.monotonic()
-                    await self._checkpoint(task, destination)
                 delay_s = paced_from_s + paced_count / rate - loop.time()
                 if delay_s > 0:
                     await self._pause(task, delay_s)
+            await pipeline.settle()
             self._check_steering(task)
         except _Stop as stop:
             log.info("message replay task left to its next runner", extra={"task": task.task_id})
             if stop.last_word:
-                await self._checkpoint(task, None)
+                # With the last checkpoint's marks: every batch sent since lies above them.
+                if pipeline is not None:
+                    await pipeline.abandon()
+                await self._write(task)
             return
         except _Cancelled:
             summary.status = ReplayStatus.CANCELLED
@@ -543,6 +564,8 @@ class ReplayTasks:
                 extra={"task": task.task_id, "replayed": summary.replayed},
             )
         finally:
+            if pipeline is not None:
+                await pipeline.abandon()  # what is on its way counts once acknowledged
             if reading is not None:
                 # The reader is one thread's at a time: the read in flight ends first.
                 with contextlib.suppress(Exception):
@@ -552,6 +575,15 @@ class ReplayTasks:
         if self._cancel_logged(task):
             # A cancel written elsewhere landed after the runner's last check: the log ends
             # on how the task ended (later cancels: `_read_in_log`).
+            await self._write(task)
+
+    async def _checkpoint_when_due(self, task: ReplayTask, pipeline: SendPipeline) -> None:
+        """Record progress once every batch sent before the last marks were read is
+        acknowledged (`SendPipeline`): the marks then bound every record sent before the
+        positions, and every record sent after lies above them."""
+        marks = pipeline.due_checkpoint()
+        if marks is not None:
+            task.summary.destination_marks = marks
             await self._write(task)
 
     def _check_steering(self, task: ReplayTask) -> None:
@@ -599,17 +631,6 @@ class ReplayTasks:
                 extra={"task": task.task_id, "count": len(sent)},
             )
         return sent
-
-    async def _checkpoint(self, task: ReplayTask, destination: QueueRecord | None) -> None:
-        """Record progress; called with no send on its way, so the destination's end
-        offsets now bound every record this task sent so far."""
-        if destination is not None:
-            try:
-                marks = await self._registry.topic_end_offsets(destination)
-                task.summary.destination_marks = dict(enumerate(marks))
-            except KafkaException:
-                return  # the last checkpoint stands: a later runner scans a little more
-        await self._write(task)
 
     async def _send(
         self, task: ReplayTask, destination: QueueRecord, batch: list[LoggedMessage]
