@@ -46,6 +46,11 @@ from topology.embedded import broker, broker_config
 # A call that fails must fail within this: the producer's delivery timeout (15 s) plus
 # the long-poll wait and scheduling slack on a loaded machine.
 FAIL_WITHIN_S = 15 + RECEIVE_WAIT_S + 10
+# On the 3-broker cluster a delete or visibility change whose partition moved while its
+# changelog record waited (up to the delivery timeout) is tried at the next owner, which it
+# waits for up to another 15 s before it answers ServiceUnavailable (seen: 27.6 s with a
+# broker stopped).
+CLUSTER_FAIL_WITHIN_S = FAIL_WITHIN_S + 15
 # The longest a drain that still deletes messages may take (`Workload.drain`).
 DRAIN_CAP_S = 600
 
@@ -61,7 +66,9 @@ def _queues(endpoint: str, count: int) -> list[str]:
     ]
 
 
-def _assert_accounted(verdict: Verdict, connection_errors_expected: bool) -> None:
+def _assert_accounted(
+    verdict: Verdict, connection_errors_expected: bool, fail_within_s: float = FAIL_WITHIN_S
+) -> None:
     report(verdict.summary())
     assert verdict.crashed == [], "\n".join(verdict.crashed)
     assert verdict.acknowledged > 0
@@ -81,7 +88,7 @@ def _assert_accounted(verdict: Verdict, connection_errors_expected: bool) -> Non
             "InvalidParameterValue",
         )
         assert retryable or stale_handle, f"unexpected failure {name}: {verdict.failures}"
-    assert verdict.slowest_failure_s <= FAIL_WITHIN_S
+    assert verdict.slowest_failure_s <= fail_within_s
 
 
 def _drain_and_stop(
@@ -105,6 +112,16 @@ def _drain_and_stop(
     for each in (*others, workload):
         each.stop()
     verdict = workload.ledger.verdict()
+    if verdict.resurrected or verdict.twice_inside_a_lease:
+        now = f"{time.monotonic():.1f} = {time.strftime('%H:%M:%S', time.gmtime())} UTC"
+        report(f"faults (monotonic s; {now}): {workload.ledger.faults}")
+    for delivery in verdict.resurrected[:10]:
+        report(f"  resurrected: {workload.ledger.story(delivery.token)}")
+    for message_id, leases in list(verdict.twice_inside_a_lease.items())[:10]:
+        shown = [f"{d.received_at:.1f} via {d.where} until {d.lease_until:.1f}" for d in leases]
+        token = next((t for t, m in workload.ledger.acknowledged.items() if m == message_id), "")
+        story = workload.ledger.story(token) if token else message_id
+        report(f"  twice inside a lease: {shown}; {story}")
     # What a failure needs to tell a message the queues no longer hold from one they hold
     # but did not deliver.
     report(f"queues after the emptiness wait: {left_behind(endpoint, urls) or 'all empty'}")
@@ -129,6 +146,7 @@ def _finish(
     cycles: dict[str, list[float]],
     connection_errors_expected: bool,
     others: tuple[Workload, ...] = (),
+    fail_within_s: float = FAIL_WITHIN_S,
 ) -> None:
     """After the fault cycles: drain, report the figures (`cycles`: what each kind of cycle
     measured, by its name), account for every message, and check that the queues end
@@ -136,7 +154,7 @@ def _finish(
     verdict = _drain_and_stop(workload, gateway.endpoint, urls, *others)  # others: same ledger
     for what, seconds in cycles.items():
         _report_cycles(what, seconds)
-    _assert_accounted(verdict, connection_errors_expected)
+    _assert_accounted(verdict, connection_errors_expected, fail_within_s)
     assert_empty(gateway.endpoint, urls, workload.ledger.unfinished())
 
 
@@ -409,7 +427,8 @@ def _broker_stop_cycles(
     gaps = []
     for _ in range(stops):
         time.sleep(rng.uniform(2.0, 4.0))
-        pid = broker.status(cluster.data_dirs[rng.randrange(len(cluster.nodes))]).pid
+        node = rng.randrange(len(cluster.nodes))
+        pid = broker.status(cluster.data_dirs[node]).pid
         assert pid is not None
         began = time.monotonic()
         os.kill(pid, signal.SIGSTOP)
@@ -417,12 +436,14 @@ def _broker_stop_cycles(
             time.sleep(BROKER_STOPPED_FOR_S)
         finally:
             os.kill(pid, signal.SIGCONT)
+        workload.ledger.fault(f"SIGSTOP of broker {node + 1}", began)
         time.sleep(5.0)
         gaps.append(workload.ledger.longest_send_gap(began, time.monotonic()))
     return gaps
 
 
 def _cut_cycles(
+    workload: Workload,
     island: Island,
     cut_off: GatewayProcess,
     others: list[GatewayProcess],
@@ -443,12 +464,14 @@ def _cut_cycles(
         _until(lambda: sum(_served(g) for g in everyone) == total, 60)
         time.sleep(rng.uniform(2.0, 4.0))
         island.cut()
+        began = time.monotonic()
         try:
             took = _until(lambda: sum(_served(g) for g in others) == total, CUT_FOR_S)
             failover.append(CUT_FOR_S if took is None else took)
             time.sleep(max(0.0, CUT_FOR_S - (took or CUT_FOR_S)))
         finally:
             island.restore()
+            workload.ledger.fault(f"cut of gateway :{cut_off.port}", began)
         back = _until(
             lambda: _served(cut_off) > 0 and sum(_served(g) for g in everyone) == total, 60
         )
@@ -474,7 +497,7 @@ def test_cluster_faults(tmp_path: Path) -> None:
       twice inside its lease nor undo their work).
 
     Every message is accounted for as in the kill cycles."""
-    why_not = crash_netns.unavailable()
+    why_not = crash_netns.unavailable() if SIZE.cluster_cuts else "no cuts at this size"
     island = None if why_not else Island.pick()
     if island is not None:
         island.create()
@@ -511,30 +534,41 @@ def test_cluster_faults(tmp_path: Path) -> None:
                 time.sleep(rng.uniform(2.0, 4.0))
                 victim = rng.choice(serving)
                 workload.ledger.gateway_killed()
+                killed = time.monotonic()
                 victim.kill()
                 time.sleep(rng.uniform(0.5, 3.0))
                 began = time.monotonic()
                 victim.start(timeout_s=120)
                 cycles["gateway SIGKILL, start to ready"].append(time.monotonic() - began)
+                workload.ledger.fault(f"SIGKILL of gateway :{victim.port}", killed)
             for _ in range(SIZE.cluster_broker_kills):
                 time.sleep(rng.uniform(2.0, 4.0))
                 node = rng.randrange(len(cluster.nodes))
+                killed = time.monotonic()
                 cluster.kill(node)
                 time.sleep(rng.uniform(2.0, 5.0))  # two brokers left: acks=all still succeeds
                 began = time.monotonic()
                 cluster.restart(node)
                 cycles["broker SIGKILL, start to ready"].append(time.monotonic() - began)
+                workload.ledger.fault(f"SIGKILL of broker {node + 1}", killed)
             stops = SIZE.cluster_broker_stops
             cycles["broker SIGSTOP, longest time without an acknowledged send"] = (
                 _broker_stop_cycles(cluster, rng, workload, stops)
             )
-            if island is None:
+            if island is None and SIZE.cluster_cuts:
                 report(f"NOT RUN: the network cut ({why_not})")
                 warnings.warn(f"crash suite: the network cut did not run: {why_not}", stacklevel=1)
-            else:
-                _cut_cycles(island, third, serving[:2], rng, cycles, SIZE.cluster_cuts)
+            elif island is not None:
+                _cut_cycles(workload, island, third, serving[:2], rng, cycles, SIZE.cluster_cuts)
             # A client of a killed gateway sees its connection refused until it is back.
-            _finish(workload, serving[0], urls, cycles, connection_errors_expected=True)
+            _finish(
+                workload,
+                serving[0],
+                urls,
+                cycles,
+                connection_errors_expected=True,
+                fail_within_s=CLUSTER_FAIL_WITHIN_S,
+            )
     finally:
         for data_dir in cluster.data_dirs:  # never left stopped, whatever failed
             pid = broker.status(data_dir).pid

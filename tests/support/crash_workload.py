@@ -102,6 +102,7 @@ class Ledger:
     crashed: list[str] = field(default_factory=list)  # tracebacks of workload threads
     leases: LeaseLedger = field(default_factory=LeaseLedger)  # by MessageId
     gateway_kills: list[float] = field(default_factory=list)  # when a gateway was SIGKILLed
+    faults: list[str] = field(default_factory=list)  # "<began>-<ended> <what>", monotonic
     sends_answered: list[float] = field(default_factory=list)  # each acknowledgement's time
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -139,6 +140,12 @@ class Ledger:
         """Acknowledged messages whose deletion has not been acknowledged yet."""
         with self.lock:
             return {t for t, mid in self.acknowledged.items() if mid not in self.deletions}
+
+    def fault(self, what: str, began: float) -> None:
+        """A fault that began at `began` (monotonic) ends now: the timeline a failure's
+        report shows beside each message's story."""
+        with self.lock:
+            self.faults.append(f"{began:.1f}-{time.monotonic():.1f} {what}")
 
     def gateway_killed(self) -> None:
         """A gateway is SIGKILLed now (see `LeaseLedger.after_a_crash`)."""
