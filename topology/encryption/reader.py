@@ -11,8 +11,8 @@
 
 With a plain `Consumer`, call `opener.body(msg.value(), msg.headers())`. A record without the
 `kqs.encrypted` header (a queue not encrypted, or a record written before it was) is passed
-through as it is. The Java twin is `tests/clients/java/.../KqsDecryptingDeserializer.java`
-(see `docs/architecture/encryption.md`).
+through as it is. The Java twin is `kqs.encryption.KqsDecryptingDeserializer` in
+tests/clients/java (see `docs/architecture/encryption.md`).
 """
 
 from __future__ import annotations
