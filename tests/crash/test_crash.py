@@ -237,7 +237,7 @@ def _finish_both(
 ) -> None:
     fifo.stop_producing()  # both drain at once
     _finish(standard, gateway, standard.queue_urls, cycles, connection_errors_expected)
-    finish_fifo(fifo, gateway.endpoint, fifo.queue_urls, f"FIFO on the same gateway: {cycles}")
+    finish_fifo(fifo, gateway.endpoint, fifo.queue_urls, "FIFO workload on the same gateway")
 
 
 # Single gateways: FIFO queues on 2 partitions, so that a FIFO queue's groups are spread.
@@ -467,7 +467,9 @@ def _cut_cycles(
         began = time.monotonic()
         try:
             took = _until(lambda: sum(_served(g) for g in others) == total, CUT_FOR_S)
-            failover.append(CUT_FOR_S if took is None else took)
+            if took is None:
+                report(f"cut at {began:.1f}: the others did not serve every partition within it")
+            failover.append(CUT_FOR_S if took is None else took)  # at least, then
             time.sleep(max(0.0, CUT_FOR_S - (took or CUT_FOR_S)))
         finally:
             island.restore()
@@ -475,6 +477,8 @@ def _cut_cycles(
         back = _until(
             lambda: _served(cut_off) > 0 and sum(_served(g) for g in everyone) == total, 60
         )
+        if back is None:
+            report(f"cut at {began:.1f}: the cut gateway did not serve again within 60 s")
         rejoin.append(60.0 if back is None else back)
 
 
