@@ -108,6 +108,13 @@ def _serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
         "broker and no --kms-key-id: <data-dir>/master.key, made on first start)",
     )
     serve.add_argument(
+        "--no-master-key",
+        action="store_true",
+        default=defaults.no_master_key,
+        help="with the embedded broker, make no master key: messages are stored in clear text "
+        "and queues report SqsManagedSseEnabled false (KQS_NO_MASTER_KEY=1)",
+    )
+    serve.add_argument(
         "--kms-key-id",
         default=defaults.kms_key_id,
         help="an AWS KMS key (id, ARN or alias; KQS_KMS_KEY_ID): queues' KmsMasterKeyIds are "
@@ -347,6 +354,7 @@ def serve(args: argparse.Namespace) -> int:
         log_format=args.log_format,
         master_key_file=args.master_key_file,
         kms_key_id=args.kms_key_id,
+        no_master_key=args.no_master_key,
     )
     if args.pool_worker:
         logs.configure(settings.log_format, context={"worker": worker_index()})
@@ -356,6 +364,11 @@ def serve(args: argparse.Namespace) -> int:
     if settings.http_front not in HTTP_FRONTS:
         sys.stderr.write(
             f"kqs: KQS_HTTP_FRONT is {settings.http_front!r}; use one of {', '.join(HTTP_FRONTS)}\n"
+        )
+        return 2
+    if settings.no_master_key and (settings.master_key_file or settings.kms_key_id):
+        sys.stderr.write(
+            "kqs: --no-master-key goes with neither --master-key-file nor --kms-key-id\n"
         )
         return 2
     try:
@@ -409,8 +422,8 @@ def _with_own_master_key(settings: Settings) -> Settings:
     """With the embedded broker and no master key given: the data directory's own, made on
     first start, so that queues are encrypted as they say (gateway/sqs/encryption.py). Against
     a cluster KQS makes none: every gateway of a deployment needs the same key. With a KMS key
-    neither: SQS-managed encryption uses it."""
-    if settings.master_key_file or settings.kms_key_id:
+    neither: SQS-managed encryption uses it; nor when told not to (`--no-master-key`)."""
+    if settings.master_key_file or settings.kms_key_id or settings.no_master_key:
         return settings
     path = settings.data_dir / MASTER_KEY_FILE
     if create_master_key_file(path):

@@ -138,6 +138,11 @@ class Settings:
     # An AWS KMS key (id, ARN or alias): KmsMasterKeyIds are KMS keys, and SQS-managed
     # encryption uses this one when there is no master key file (topology/encryption/kms.py).
     kms_key_id: str = field(default_factory=lambda: os.environ.get("KQS_KMS_KEY_ID", ""))
+    # With the embedded broker: make no master key, so messages are stored in clear text and
+    # queues report SqsManagedSseEnabled false (as against a cluster without a key).
+    no_master_key: bool = field(
+        default_factory=lambda: os.environ.get("KQS_NO_MASTER_KEY", "") not in ("", "0")
+    )
     # How often a running message replay task writes its checkpoint (gateway/sqs/replay/).
     replay_checkpoint_s: float = field(
         default_factory=lambda: float(os.environ.get("KQS_REPLAY_CHECKPOINT_S", "1"))

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.support.clients_support import java_classpath, require_tool
 from tests.support.harness import GatewayProcess, client_for
-from topology.encryption.keys import create_master_key_file
+from topology.encryption.keys import create_master_key_file, key_id_of
 from topology.encryption.reader import RecordOpener
 
 
@@ -98,7 +98,7 @@ def _python_read(bootstrap: str, topic: str, opener: RecordOpener, count: int) -
 
 
 def test_java_and_python_readers_open_an_encrypted_queue_and_pass_a_clear_one(
-    keyed_gateway: GatewayProcess, kafka_bootstrap: str, key_file: Path
+    keyed_gateway: GatewayProcess, kafka_bootstrap: str, key_file: Path, tmp_path: Path
 ) -> None:
     # Given: an encrypted queue (the default) and a clear one, with messages sent through
     # both protocols, each with String, Number and Binary attributes
@@ -128,6 +128,8 @@ def test_java_and_python_readers_open_an_encrypted_queue_and_pass_a_clear_one(
     )
     encrypted_topic = _topic_of(kafka_bootstrap, encrypted_url)
     clear_topic = _topic_of(kafka_bootstrap, clear_url)
+    other_key_file = tmp_path / "other.key"
+    create_master_key_file(other_key_file)
 
     # When: the Java consumer with the deserializer reads both topics (one JVM run)
     proc = subprocess.run(
@@ -138,6 +140,7 @@ def test_java_and_python_readers_open_an_encrypted_queue_and_pass_a_clear_one(
             "kqs.clients.KafkaReader",
             kafka_bootstrap,
             str(key_file),
+            str(other_key_file),
             str(len(sent) + 1),
             encrypted_topic,
             clear_topic,
@@ -168,6 +171,17 @@ def test_java_and_python_readers_open_an_encrypted_queue_and_pass_a_clear_one(
     assert json.loads(clear["clear_attributes"]["kind"]) == {
         "DataType": "String",
         "StringValue": "plain",
+    }
+    # And: a reader with another deployment's master key is refused, naming the key id
+    (refused,) = [
+        json.loads(line.removeprefix("REFUSED "))
+        for line in proc.stdout.splitlines()
+        if line.startswith("REFUSED ")
+    ]
+    key_id = key_id_of(base64.b64decode(key_file.read_text().splitlines()[-1]))
+    assert refused == {
+        "error": "KqsEnvelopeException",
+        "message": f"no master key {key_id} to open this envelope",
     }
     # And: the Python reader opens the same records to the same bodies and attributes
     opener = RecordOpener.from_master_key_file(key_file)

@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import kqs.encryption.KqsDecryptingDeserializer;
+import kqs.encryption.KqsEnvelopeException;
 import kqs.encryption.KqsRecordOpener;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -24,8 +25,10 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * and prints each record as {@code RECORD <json>}: its body in clear, its attributes as the
  * opener gives them (sealed) or its {@code sqs.attr.*} headers (in clear).
  *
- * <p>Arguments: {@code <bootstrap> <master key file> <records expected> <topic>...}; stops at
- * that many records or after 30 s.
+ * <p>Arguments: {@code <bootstrap> <master key file> <another deployment's key file> <records
+ * expected> <topic>...}; stops at that many records or after 30 s. The first sealed record's
+ * attributes are also given to an opener of the other key file, and what it raised printed as
+ * {@code REFUSED <json>}.
  */
 public final class KafkaReader {
   private KafkaReader() {}
@@ -35,7 +38,7 @@ public final class KafkaReader {
     Properties props = new Properties();
     props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
     props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-    int expected = Integer.parseInt(args[2]);
+    int expected = Integer.parseInt(args[3]);
     // The deserializer made by the consumer from its properties, as a user would name it.
     props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     props.put(
@@ -44,18 +47,24 @@ public final class KafkaReader {
     KqsRecordOpener opener = new KqsRecordOpener(Path.of(args[1])); // for the attributes
     try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
       List<TopicPartition> partitions = new ArrayList<>();
-      for (int i = 3; i < args.length; i++) {
+      for (int i = 4; i < args.length; i++) {
         for (PartitionInfo info : consumer.partitionsFor(args[i], Duration.ofSeconds(10))) {
           partitions.add(new TopicPartition(info.topic(), info.partition()));
         }
       }
       consumer.assign(partitions);
       consumer.seekToBeginning(partitions);
+      KqsRecordOpener stranger = new KqsRecordOpener(Path.of(args[2]));
+      boolean refusalShown = false;
       int seen = 0;
       long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
       while (seen < expected && System.nanoTime() < deadline) {
         for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(500))) {
           System.out.println("RECORD " + Json.write(describe(record, opener)));
+          if (!refusalShown && KqsRecordOpener.isEncrypted(record.headers())) {
+            System.out.println("REFUSED " + Json.write(refusal(record, stranger)));
+            refusalShown = true;
+          }
           seen++;
         }
       }
@@ -77,6 +86,21 @@ public final class KafkaReader {
       }
     }
     out.put("clear_attributes", clear);
+    return out;
+  }
+
+  private static Map<String, Object> refusal(
+      ConsumerRecord<byte[], byte[]> record, KqsRecordOpener stranger) {
+    Map<String, Object> out = new LinkedHashMap<>();
+    try {
+      // The value is in clear already (the consumer's deserializer opened it): the sealed
+      // attributes header is the record's envelope still as stored.
+      stranger.attributesJson(record.headers());
+      out.put("error", null);
+    } catch (KqsEnvelopeException e) {
+      out.put("error", e.getClass().getSimpleName());
+      out.put("message", e.getMessage());
+    }
     return out;
   }
 
