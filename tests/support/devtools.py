@@ -5,8 +5,11 @@ button) and not only show (`browser.dump_dom`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
+import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -90,7 +93,10 @@ class Page:
 @contextmanager
 def browser_page(chromium: str, timeout_s: float = 60.0) -> Iterator[Page]:
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="kqs-chromium-") as profile:
+    # Chromium's helper processes (crashpad, utility) may outlive the browser by a moment and
+    # still write to the profile: the whole process group is stopped, and a file they left
+    # behind must not fail the test that used the page.
+    with tempfile.TemporaryDirectory(prefix="kqs-chromium-", ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
             [
                 chromium,
@@ -106,6 +112,7 @@ def browser_page(chromium: str, timeout_s: float = 60.0) -> Iterator[Page]:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         try:
             deadline = time.monotonic() + timeout_s
@@ -128,9 +135,18 @@ def browser_page(chromium: str, timeout_s: float = 60.0) -> Iterator[Page]:
             finally:
                 page.close()
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+            _stop_group(process)
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM chromium's process group, SIGKILL it if the browser outlives 10 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # helpers left behind by the browser
