@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from tests.support.certificates import CertificateAuthority, https_gateway
-from tests.support.clients_support import CLIENTS, java_classpath, node_modules, require_tool
+from tests.support.clients_support import (
+    CLIENTS,
+    java_classpath,
+    json_lines,
+    node_modules,
+    require_tool,
+)
 from tests.support.harness import GatewayProcess, client_for
 
 
@@ -82,12 +88,7 @@ def test_java_sdk_v2_with_a_truststore(
         check=False,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    results = [
-        json.loads(line.removeprefix("RESULT "))
-        for line in proc.stdout.splitlines()
-        if line.startswith("RESULT ")
-    ]
-    (result,) = results
+    (result,) = json_lines(proc.stdout, "RESULT ")
     # then it ran whole over HTTPS: its queue URL is the https one, its message consumed
     assert "error" not in result, result["error"]
     assert result["queue_url"].startswith(f"{gateway.endpoint}/000000000000/")

@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 
 from tests.support.attribute_md5 import attributes_md5
-from tests.support.clients_support import bucket_keys, java_classpath, new_bucket, require_tool
+from tests.support.clients_support import (
+    bucket_keys,
+    java_classpath,
+    json_lines,
+    new_bucket,
+    require_tool,
+)
 from tests.support.harness import GatewayProcess, json_client
 
 SCENARIOS = ("sdk-sync", "sdk-async-batch", "jms", "extended")
@@ -84,11 +90,7 @@ def java_run(gateway: GatewayProcess, request: pytest.FixtureRequest) -> JavaRun
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
-    results = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line.removeprefix("RESULT "))
-            results[result["scenario"]] = result
+    results = {result["scenario"]: result for result in json_lines(proc.stdout, "RESULT ")}
     return JavaRun(results, bucket, output)
 
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
-from tests.support.clients_support import java_classpath, require_tool
+from tests.support.clients_support import java_classpath, json_lines, require_tool
+from tests.support.group_mode import topic_of
 from tests.support.harness import GatewayProcess, client_for
 from topology.encryption.keys import create_master_key_file, key_id_of
 from topology.encryption.reader import RecordOpener
@@ -68,13 +68,6 @@ def _as_stored(attributes: dict[str, Any]) -> dict[str, dict[str, str]]:
         else:
             out[name] = dict(value)
     return out
-
-
-def _topic_of(bootstrap: str, url: str) -> str:
-    name = url.rsplit("/", 1)[1]
-    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
-    (topic,) = [t for t in topics if f".{name}." in t]
-    return topic
 
 
 Opened = tuple[bytes | None, dict[str, dict[str, str]]]
@@ -126,8 +119,8 @@ def test_java_and_python_readers_open_an_encrypted_queue_and_pass_a_clear_one(
         MessageBody=clear_body,
         MessageAttributes={"kind": {"DataType": "String", "StringValue": "plain"}},
     )
-    encrypted_topic = _topic_of(kafka_bootstrap, encrypted_url)
-    clear_topic = _topic_of(kafka_bootstrap, clear_url)
+    encrypted_topic = topic_of(kafka_bootstrap, encrypted_url.rsplit("/", 1)[1])
+    clear_topic = topic_of(kafka_bootstrap, clear_url.rsplit("/", 1)[1])
     other_key_file = tmp_path / "other.key"
     create_master_key_file(other_key_file)
 
@@ -151,11 +144,7 @@ def test_java_and_python_readers_open_an_encrypted_queue_and_pass_a_clear_one(
         check=False,
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    records = [
-        json.loads(line.removeprefix("RECORD "))
-        for line in proc.stdout.splitlines()
-        if line.startswith("RECORD ")
-    ]
+    records = json_lines(proc.stdout, "RECORD ")
 
     # Then: Java opened every sealed body and its attributes as they were sent
     sealed = [r for r in records if r["topic"] == encrypted_topic]

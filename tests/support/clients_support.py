@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -329,3 +330,12 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def json_lines(output: str, prefix: str) -> list[dict[str, Any]]:
+    """The JSON objects a client program printed on lines starting `prefix` (e.g. "RESULT ")."""
+    return [
+        json.loads(line.removeprefix(prefix))
+        for line in output.splitlines()
+        if line.startswith(prefix)
+    ]
