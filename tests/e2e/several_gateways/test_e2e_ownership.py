@@ -836,17 +836,39 @@ def test_one_deduplication_id_sent_through_both_gateways_at_once_is_enqueued_onc
     assert again["MessageId"] not in {a["MessageId"] for a in answers[("messageGroup", ids[0])]}
 
 
+def settled_fifo_queue(
+    gateways: list[GatewayProcess], kafka_bootstrap: str, sqs: Any, prefix: str
+) -> tuple[str, str]:
+    """A new content-deduplicated FIFO queue, once each gateway serves some of it: its URL
+    and topic."""
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}.fifo"
+    attributes = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    topic = topic_of(kafka_bootstrap, name)
+    serving_and_other(gateways, kafka_bootstrap, topic)
+    return url, topic
+
+
+def received_with_attempt(
+    sqs: Any, url: str, attempt_id: str, visibility_s: int
+) -> list[tuple[str, str]]:
+    """(body, receipt handle) of what a receive of 10 with `attempt_id` answered, sorted."""
+    answer = sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        VisibilityTimeout=visibility_s,
+        ReceiveRequestAttemptId=attempt_id,
+    )
+    return sorted((m["Body"], m["ReceiptHandle"]) for m in answer.get("Messages", []))
+
+
 def test_a_retried_fifo_receive_is_answered_the_same_after_its_home_left(
     gateways: list[GatewayProcess], kafka_bootstrap: str, protocol: str
 ) -> None:
     # Given: a FIFO queue's messages received with a ReceiveRequestAttemptId, remembered by
     # the queue's attempt home (the gateway serving its partition 0, H)
     clients = [client_for(protocol, g.endpoint) for g in gateways]
-    name = f"attempt-moved-{uuid.uuid4().hex[:10]}.fifo"
-    attributes = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
-    url = clients[0].create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
-    topic = topic_of(kafka_bootstrap, name)
-    serving_and_other(gateways, kafka_bootstrap, topic)  # settled
+    url, topic = settled_fifo_queue(gateways, kafka_bootstrap, clients[0], "attempt-moved")
     ids = [gateway_id(g) for g in gateways]
     home = ids.index(owners_of(kafka_bootstrap, topic)[0].gateway)
     stays = 1 - home
@@ -855,13 +877,7 @@ def test_a_retried_fifo_receive_is_answered_the_same_after_its_home_left(
     eventually(lambda: True if counts(clients[stays], url) == (3, 0) else None, "3 visible")
 
     def receive(client: Any) -> list[tuple[str, str]]:
-        answer = client.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=120,
-            ReceiveRequestAttemptId="attempt-that-moves",
-        )
-        return sorted((m["Body"], m["ReceiptHandle"]) for m in answer.get("Messages", []))
+        return received_with_attempt(client, url, "attempt-that-moves", visibility_s=120)
 
     first = eventually(lambda: receive(clients[stays]) or None, "the first receive")
     # When: H leaves (SIGTERM: it hands its partitions over, the attempt with partition 0)
@@ -893,23 +909,13 @@ def test_a_retried_fifo_receive_is_answered_the_same_after_every_gateway_was_kil
     # Given: a FIFO queue's messages received with a ReceiveRequestAttemptId, and a second
     # for the changelog to follow
     clients = [client_for(protocol, g.endpoint) for g in gateways]
-    name = f"attempt-killed-{uuid.uuid4().hex[:10]}.fifo"
-    attributes = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
-    url = clients[0].create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
-    topic = topic_of(kafka_bootstrap, name)
-    serving_and_other(gateways, kafka_bootstrap, topic)  # settled
+    url, topic = settled_fifo_queue(gateways, kafka_bootstrap, clients[0], "attempt-killed")
     for group in (group_on(0), group_on(3)):
         clients[0].send_message(QueueUrl=url, MessageBody=f"{group}-1", MessageGroupId=group)
     eventually(lambda: True if counts(clients[0], url) == (2, 0) else None, "2 visible")
 
     def receive(client: Any) -> list[tuple[str, str]]:
-        answer = client.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=300,
-            ReceiveRequestAttemptId="attempt-after-a-crash",
-        )
-        return sorted((m["Body"], m["ReceiptHandle"]) for m in answer.get("Messages", []))
+        return received_with_attempt(client, url, "attempt-after-a-crash", visibility_s=300)
 
     first = eventually(lambda: receive(clients[1]) or None, "the first receive")
     time.sleep(1.0)
