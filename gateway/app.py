@@ -22,7 +22,9 @@ from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.group_check import JOIN_WAIT_S, check_alone
 from gateway.cluster.ownership import GroupOwnership
 from gateway.cluster.sole_gateway import (
+    claim_epochs,
     forget_stale_store,
+    name_new_queue,
     name_sole_owner,
     served_elsewhere,
     unnamed,
@@ -213,6 +215,7 @@ async def _start(
     leases = await kafka.open_leases(records.values(), clock, changelog.on_commit)
     if directory is not None and sole_id:
         await name_sole_owner(directory, unnamed(directory, active, sole_id), sole_id)
+        claim_epochs(directory, active, sole_id, changelog.write_as)
     naming_tasks: set[asyncio.Task[None]] = set()
     background = await _ensure_events_topic(kafka)
     events = kafka.events()
@@ -232,7 +235,9 @@ async def _start(
         ):
             # Named within milliseconds of its creation: only a kill in between leaves a new
             # queue unnamed, with next to nothing in it.
-            naming = loop.create_task(name_sole_owner(directory, partitions, sole_id, wait=False))
+            naming = loop.create_task(
+                name_new_queue(directory, record, partitions, sole_id, changelog.write_as)
+            )
             naming_tasks.add(naming)
             naming.add_done_callback(naming_tasks.discard)
         applied = {pk.partition: leases.applied_offset(pk) for pk in partition_keys(record)}
@@ -277,6 +282,7 @@ async def _start(
             bootstrap,
             clock,
             on_served=on_served,
+            write_as=changelog.write_as,
         )
         group_ref.append(group)
     forwarder = Forwarder(

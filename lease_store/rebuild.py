@@ -25,8 +25,14 @@ writes its window entry as ingest did, in log order, so the same duplicates are 
 FIFO group locks follow from the facts: a FIFO message (one with a deduplication id) received
 and not visible at the rebuild locks its group.
 
+Each fact record carries its writer's owner epoch (`topology/changelog.py`): of a message's
+records, the one of the highest epoch counts, and among those of one epoch the latest. A
+former owner's record that reached Kafka after the next owner's (a gateway woken from a stall,
+a link that came back) thus never undoes what that owner did.
+
 The changelog is applied first into the target store (facts as `F` keys, tombstones as
-temporary `D` keys), then the queue records are replayed in offset order. The visibility of
+temporary `D` keys, the epoch of each when it is not 0 as a temporary `E` key), then the
+queue records are replayed in offset order. The visibility of
 the messages and their counts are not written: the lease store derives them from the facts
 when it loads a partition (`visibility.py`). Memory stays bounded: nothing per message is
 held in Python, everything goes through the `KeyValueStore` in batches.
@@ -55,6 +61,11 @@ def _tombstone_key(pk: PartitionKey, offset: int) -> bytes:
     return b"D" + pk.prefix + _I64.pack(offset)
 
 
+def _epoch_key(pk: PartitionKey, offset: int) -> bytes:
+    """The owner epoch of the record applied for an offset, kept only while a rebuild runs."""
+    return b"E" + pk.prefix + _I64.pack(offset)
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionPlan:
     """A queue partition to rebuild: its retention and the first offset still in its log."""
@@ -73,6 +84,9 @@ class _Progress:
     # look-up (the common case: most messages were never received).
     lowest_change: int = _MAX_OFFSET
     highest_change: int = -1
+    # The highest owner epoch applied so far: a record of at least this epoch wins without
+    # looking up the epoch of the one it replaces (records come nearly always in epoch order).
+    highest_epoch: int = 0
     next_offset: int = 0
     replayed: int = 0
     live: int = 0
@@ -86,6 +100,8 @@ class RebuildStats:
     changelog_records: int = 0
     queue_records: int = 0
     live_messages: int = 0
+    # Records a record of a higher owner epoch had replaced already (a former owner's, late).
+    superseded: int = 0
     partitions: int = 0
     finished: list[PartitionKey] = field(default_factory=list)
 
@@ -109,17 +125,30 @@ class LeaseRebuild:
         }
         self.stats = RebuildStats(partitions=len(plans))
         self._replaying = False
+        for plan in plans:  # epochs an interrupted rebuild left behind must not count
+            self._kv.delete_range(_epoch_key(plan.pk, 0), _epoch_key(plan.pk, _MAX_OFFSET))
 
     # -- the changelog ---------------------------------------------------------------------
 
-    def apply_change(self, pk: PartitionKey, offset: int, fact: LeaseFact | None) -> None:
-        """One changelog record: the latest fact of a message, or a tombstone (None)."""
+    def apply_change(
+        self, pk: PartitionKey, offset: int, fact: LeaseFact | None, epoch: int = 0
+    ) -> None:
+        """One changelog record: the latest fact of a message, or a tombstone (None), written
+        by the partition's owner of epoch `epoch`."""
         if self._replaying:
             raise RuntimeError("the whole changelog must be applied before any replay")
         self.stats.changelog_records += 1
         part = self._parts.get(pk)
         if part is None or offset < part.plan.log_start:
             return  # a deleted queue, or a record Kafka no longer has
+        if epoch < part.highest_epoch:
+            applied = fifo.batch_get(self._batch, self._kv.get)(_epoch_key(pk, offset))
+            if applied is not None and epoch < _I64.unpack(applied)[0]:
+                self.stats.superseded += 1
+                return
+        part.highest_epoch = max(part.highest_epoch, epoch)
+        if epoch:
+            self._batch.put(_epoch_key(pk, offset), _I64.pack(epoch))
         part.lowest_change = min(part.lowest_change, offset)
         part.highest_change = max(part.highest_change, offset)
         if fact is None:
@@ -205,6 +234,8 @@ class LeaseRebuild:
         """
         part = self._parts[pk]
         self._clear_changes(part, part.next_offset, _MAX_OFFSET)
+        self._flush()  # the epochs still in the batch, before they are dropped
+        self._kv.delete_range(_epoch_key(pk, 0), _epoch_key(pk, _MAX_OFFSET))
         st = part.state
         st.applied_offset = max(st.applied_offset, end_offset - 1)
         st.purged_before_offset = part.purged_before_offset

@@ -3,14 +3,27 @@
 The lease store reports every committed write (`LeaseStore(on_commit=...)`); this module turns
 the report into records:
 
-    key  <incarnation-hex>/<partition:5>/<offset:20>   value  LeaseFact.encode(), or None
+    key  <incarnation-hex>/<partition:5>/<offset:20>/<epoch:20>   value  LeaseFact.encode(), or None
     key  <incarnation-hex>/<partition:5>/state         value  JSON {purged_before_offset, ...}
     key  <incarnation-hex>/<partition:5>/note/<kind>/<name-hex>   value  a note, or None
 
-Keys are fixed-width, one per message, so compaction keeps exactly the latest fact (or the
-tombstone) of each message. Facts created by ingest are not published: the queue record
-determines them (see `lease_store/rebuild.py`). Records are produced in commit order, so per
-key the latest write wins.
+Keys are fixed-width, one per message and owner epoch, so compaction keeps exactly the
+latest fact (or the tombstone) each owner wrote of each message. Facts created by ingest are
+not published: the queue record determines them (see `lease_store/rebuild.py`). Records are
+produced in commit order, so per key the latest write wins.
+
+**Owner epochs.** A gateway that loses a partition can still have fact records on their way:
+librdkafka sends what it held when the process stopped (SIGSTOP, a stalled VM) as soon as it
+wakes, and a produce request sent into a cut link is retransmitted by the kernel when the
+link returns, though librdkafka reported it failed. Such a record lands after the records of
+the partition's next owner, and read in log order it would undo that owner's work (a lease
+over its delete's tombstone: a deleted message back). So each fact record names the epoch
+its writer owned the partition in: one more than the offset of the writer's own record in
+`__kqs_owners` (`epoch_of`), which grows with every owner, and a restore keeps each message's
+record of the highest epoch (`lease_store/rebuild.py`). The epoch is in the key, not only the
+value: with one key, compaction would keep the late record and drop the next owner's newer
+one under it. Epoch 0 is the key without an epoch: one gateway that is not in the directory
+(`KQS_SHARED_CLUSTER=warn`), and versions before epochs (2026-12-02).
 
 The changelog follows the lease store; it is not the durable record of a lease change. A
 DeleteMessage or ChangeMessageVisibility is answered once the lease store's WAL is synced
@@ -58,12 +71,22 @@ _STATE = "state"
 _NOTE = "note"
 
 
-# A fact's key: its partition's part (`_key_prefix`), then the offset in 20 digits.
+# A fact's key: its partition's part (`_key_prefix`), the offset in 20 digits, then the
+# writer's epoch (`_epoch_suffix`).
 _OFFSET = b"%020d"
 
 
-def fact_key(pk: PartitionKey, offset: int) -> bytes:
-    return _key_prefix(pk.prefix) + _OFFSET % offset
+def epoch_of(directory_offset: int) -> int:
+    """The epoch of an owner whose record in `__kqs_owners` is at `directory_offset`."""
+    return directory_offset + 1
+
+
+def _epoch_suffix(epoch: int) -> bytes:
+    return b"/%020d" % epoch if epoch else b""
+
+
+def fact_key(pk: PartitionKey, offset: int, epoch: int = 0) -> bytes:
+    return _key_prefix(pk.prefix) + _OFFSET % offset + _epoch_suffix(epoch)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -95,6 +118,7 @@ class ChangelogKey:
     pk: PartitionKey
     offset: int | None  # None: the partition's state record, or a note
     note: tuple[bytes, bytes] | None = None  # a note's (kind, name)
+    epoch: int = 0  # a fact's: its writer's owner epoch (`epoch_of`)
 
 
 def parse_key(raw: bytes) -> ChangelogKey | None:
@@ -104,6 +128,8 @@ def parse_key(raw: bytes) -> ChangelogKey | None:
         pk = PartitionKey(bytes.fromhex(parts[0]), int(parts[1]))
         if len(parts) == 5 and parts[2] == _NOTE:
             return ChangelogKey(pk, None, (parts[3].encode(), bytes.fromhex(parts[4])))
+        if len(parts) == 4:
+            return ChangelogKey(pk, int(parts[2]), epoch=int(parts[3]))
         (last,) = parts[2:]
         return ChangelogKey(pk, None if last == _STATE else int(last))
     except (ValueError, IndexError):
@@ -135,6 +161,8 @@ class LeaseChangelog:
         self._admin = admin
         self._capture: Confirmation | None = None
         self._purge_published: dict[PartitionKey, int] = {}
+        # Each partition's fact-key suffix: the epoch this gateway owns it in (`write_as`).
+        self._suffixes: dict[PartitionKey, bytes] = {}
         self.published = 0
         self._state_failures = 0
 
@@ -151,6 +179,11 @@ class LeaseChangelog:
         # One partition, like the catalog: a rebuild reads it whole, in order.
         await self._admin.create_topic(LEASES_TOPIC, 1, TOPIC_CONFIG)
 
+    def write_as(self, pk: PartitionKey, epoch: int) -> None:
+        """Write the partition's facts under owner epoch `epoch` from now on (set when this
+        gateway takes the partition, before it serves it; see the module docstring)."""
+        self._suffixes[pk] = _epoch_suffix(epoch)
+
     def on_commit(
         self, pk: PartitionKey, changes: dict[int, bytes | None], st: PartitionState
     ) -> None:
@@ -159,7 +192,10 @@ class LeaseChangelog:
         if changes:
             # One call for the commit's facts (a receive's or a delete's ten), not three each.
             prefix = _key_prefix(pk.prefix)
-            records = [(prefix + _OFFSET % offset, changes[offset]) for offset in sorted(changes)]
+            suffix = self._suffixes.get(pk, b"")
+            records = [
+                (prefix + _OFFSET % offset + suffix, changes[offset]) for offset in sorted(changes)
+            ]
             self._follower.produce_many(LEASES_TOPIC, records)
             self.published += len(records)
         if st.purged_before_offset != self._purge_published.get(pk, 0):
@@ -188,7 +224,7 @@ class LeaseChangelog:
 
     def tombstone(self, pk: PartitionKey, offset: int) -> None:
         """Publish a message's removal again (a retried DeleteMessage whose first try failed)."""
-        self._publish_fact(fact_key(pk, offset), None)
+        self._publish_fact(self._fact_key(pk, offset), None)
 
     def forget_partition(self, pk: PartitionKey, offsets: list[int]) -> None:
         """Tombstone what the changelog may hold of a deleted queue's partition.
@@ -199,7 +235,7 @@ class LeaseChangelog:
         tombstone for them is harmless.
         """
         for offset in offsets:
-            self._publish_fact(fact_key(pk, offset), None)
+            self._publish_fact(self._fact_key(pk, offset), None)
         self._produce_state(state_key(pk), None)
         self._purge_published.pop(pk, None)
 
@@ -223,6 +259,9 @@ class LeaseChangelog:
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for the fact records handed over so far; returns how many are still out."""
         return self._follower.flush(timeout_s)
+
+    def _fact_key(self, pk: PartitionKey, offset: int) -> bytes:
+        return _key_prefix(pk.prefix) + _OFFSET % offset + self._suffixes.get(pk, b"")
 
     def _publish_fact(self, key: bytes, value: bytes | None) -> None:
         self._follower.produce(LEASES_TOPIC, value, key=key)

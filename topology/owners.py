@@ -91,12 +91,14 @@ class OwnersDirectory:
         self._tail = TopicTail(self._bootstrap, OWNERS_TOPIC, self.position, applied)
         return self._tail
 
-    async def publish(self, topic: str, partition: int, owner: Owner) -> None:
-        """Say that `owner` serves the partition now (acks=all, awaited)."""
+    async def publish(self, topic: str, partition: int, owner: Owner) -> int:
+        """Say that `owner` serves the partition now (acks=all, awaited); returns the
+        record's offset (which `topology/changelog.epoch_of` makes the owner's epoch)."""
         delivered = await self._producer.send(
             OWNERS_TOPIC, owner.encode(), key=owner_key(topic, partition)
         )
         self._set((topic, partition), delivered.offset, owner)
+        return delivered.offset
 
     async def end_offset(self) -> int:
         (end,) = await self._admin.end_offsets(OWNERS_TOPIC, 1)

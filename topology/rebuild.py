@@ -78,18 +78,7 @@ def rebuild_leases(
         def on_changelog(messages: list[Message]) -> None:
             before = stats.changelog_records
             for msg in messages:
-                key = parse_key(as_bytes(msg.key()) or b"")
-                if key is None:
-                    continue
-                raw = as_bytes(msg.value())
-                if key.note is not None:
-                    rebuild.apply_note(key.pk, *key.note, raw)
-                elif key.offset is None:
-                    if raw is not None:
-                        rebuild.apply_purge_watermark(key.pk, purge_watermark(raw))
-                else:
-                    fact = LeaseFact.decode(raw) if raw is not None else None
-                    rebuild.apply_change(key.pk, key.offset, fact)
+                apply_changelog_record(rebuild, as_bytes(msg.key()) or b"", as_bytes(msg.value()))
             if stats.changelog_records // _PROGRESS_EVERY > before // _PROGRESS_EVERY:
                 log.info("lease rebuild: changelog", extra={"records": stats.changelog_records})
 
@@ -113,10 +102,26 @@ def rebuild_leases(
             "changelog_records": stats.changelog_records,
             "queue_records": stats.queue_records,
             "live_messages": stats.live_messages,
+            "superseded_records": stats.superseded,
             "elapsed_s": round(time.monotonic() - began, 3),
         },
     )
     return stats
+
+
+def apply_changelog_record(rebuild: LeaseRebuild, raw_key: bytes, raw: bytes | None) -> None:
+    """One `__kqs_leases` record, read in log order (`topology/changelog.py` for the keys)."""
+    key = parse_key(raw_key)
+    if key is None:
+        return  # a key this version does not know
+    if key.note is not None:
+        rebuild.apply_note(key.pk, *key.note, raw)
+    elif key.offset is None:
+        if raw is not None:
+            rebuild.apply_purge_watermark(key.pk, purge_watermark(raw))
+    else:
+        fact = LeaseFact.decode(raw) if raw is not None else None
+        rebuild.apply_change(key.pk, key.offset, fact, key.epoch)
 
 
 def _replay_queue_topics(

@@ -97,8 +97,13 @@ async def hand_over_to_workers(settings: Settings) -> None:
         catalog = Catalog(bootstrap, admin, producer)
         snapshot = await loop.run_in_executor(None, catalog.snapshot, settings.region)
         queues = [r for r in snapshot.records.values() if not r.deleted]
+        directory = OwnersDirectory(bootstrap, admin, producer)
+        await directory.ensure_topic()
+        # Under an epoch that outranks every owner before (their directory records are below
+        # the end) and no worker after (theirs come after it): see topology/changelog.py.
+        epoch = await directory.end_offset()
         published = await loop.run_in_executor(
-            None, _publish_store, store, queues, follower, bootstrap
+            None, _publish_store, store, queues, follower, bootstrap, epoch
         )
         for record in queues:
             for pk in partition_keys(record):
@@ -112,8 +117,6 @@ async def hand_over_to_workers(settings: Settings) -> None:
                 f"({follower.last_error or 'no error given'}); the lease store was kept: "
                 "check that Kafka is reachable and start again"
             )
-        directory = OwnersDirectory(bootstrap, admin, producer)
-        await directory.ensure_topic()
         retired = Owner(f"retired-single-gateway-{uuid.uuid4().hex}", "")
         await asyncio.gather(
             *(
@@ -138,7 +141,11 @@ async def hand_over_to_workers(settings: Settings) -> None:
 
 
 def _publish_store(
-    store: LeaseStore, queues: list[QueueRecord], follower: FollowerProducer, bootstrap: str
+    store: LeaseStore,
+    queues: list[QueueRecord],
+    follower: FollowerProducer,
+    bootstrap: str,
+    epoch: int,
 ) -> int:
     """Every fact the store holds and a tombstone for every offset it no longer holds, from
     each partition's log start to its applied offset (blocking)."""
@@ -151,7 +158,7 @@ def _publish_store(
             for pk in partition_keys(record):
                 low, _ = watermarks(consumer, TopicPartition(record.topic, pk.partition), 30.0)
                 before = published
-                published += publish_partition(store, pk, low, follower)
+                published += publish_partition(store, pk, low, follower, epoch)
                 if published // _PROGRESS_EVERY > before // _PROGRESS_EVERY:
                     log.info("hand-over: changelog records", extra={"records": published})
     finally:
@@ -160,24 +167,24 @@ def _publish_store(
 
 
 def publish_partition(
-    store: LeaseStore, pk: PartitionKey, log_start: int, follower: FollowerProducer
+    store: LeaseStore, pk: PartitionKey, log_start: int, follower: FollowerProducer, epoch: int = 0
 ) -> int:
     applied = store.applied_offset(pk)
     next_offset = log_start
     published = 0
     for offset, fact in store.facts(pk):
         for gone in range(next_offset, min(offset, applied + 1)):
-            follower.produce(LEASES_TOPIC, None, key=fact_key(pk, gone))
+            follower.produce(LEASES_TOPIC, None, key=fact_key(pk, gone, epoch))
             published += 1
-        follower.produce(LEASES_TOPIC, fact.encode(), key=fact_key(pk, offset))
+        follower.produce(LEASES_TOPIC, fact.encode(), key=fact_key(pk, offset, epoch))
         published += 1
         next_offset = max(next_offset, offset + 1)
     for gone in range(next_offset, applied + 1):
-        follower.produce(LEASES_TOPIC, None, key=fact_key(pk, gone))
+        follower.produce(LEASES_TOPIC, None, key=fact_key(pk, gone, epoch))
         published += 1
     # Above the applied offset: messages held young when the gateway stopped (a crash), live
     # (no record: untouched since ingest) but for those deleted, which their markers name.
     for gone in store.deleted_young(pk):
-        follower.produce(LEASES_TOPIC, None, key=fact_key(pk, gone))
+        follower.produce(LEASES_TOPIC, None, key=fact_key(pk, gone, epoch))
         published += 1
     return published

@@ -27,8 +27,10 @@ from collections.abc import Callable, Iterable
 from gateway.cluster.lease_recovery import rebuild_targets
 from gateway.cluster.pause_watch import PauseWatch
 from lease_store.clock import Clock
+from lease_store.keys import PartitionKey
 from lease_store.store import LeaseStore
 from topology.catalog import QueueLookup, QueueRecord, partition_keys
+from topology.changelog import epoch_of
 from topology.follower_producer import FollowerProducer
 from topology.ingest import IngestConsumer, Partitions
 from topology.owners import Owner, OwnersDirectory
@@ -83,9 +85,12 @@ class GroupOwnership:
         clock: Clock,
         on_served: Callable[[QueueRecord], None],
         pause_watch: PauseWatch | None = None,
+        write_as: Callable[[PartitionKey, int], None] = lambda pk, epoch: None,
     ) -> None:
         """`on_served`: told when partitions of a queue start being served here (to wake
-        the long polls parked on it)."""
+        the long polls parked on it). `write_as`: told the owner epoch a partition's lease
+        changes are published under from now on (`LeaseChangelog.write_as`), before it is
+        served."""
         self.me = me
         self._directory = directory
         self._registry = registry
@@ -94,6 +99,7 @@ class GroupOwnership:
         self._bootstrap = bootstrap
         self._clock = clock
         self._on_served = on_served
+        self._write_as = write_as
         self._pause_watch = pause_watch or PauseWatch()
         # Each partition served here, by the number of the spell serving it (`serving_since`).
         self._serving: dict[tuple[str, int], int] = {}
@@ -109,7 +115,7 @@ class GroupOwnership:
         # Directory records on their way (`_serve`): a release waits for them, so that the
         # next owner's record, written after the group hands it the partition, comes later
         # in `__kqs_owners` than this gateway's and wins.
-        self._publishing: set[asyncio.Future[list[None]]] = set()
+        self._publishing: set[asyncio.Future[list[int]]] = set()
         self._directory_moved = asyncio.Event()
         self._subscription_due = False
         # One restore at a time: a partition revoked mid-restore and assigned again must not
@@ -390,7 +396,7 @@ class GroupOwnership:
         publishing = asyncio.gather(*(self._directory.publish(t, p, self.me) for t, p in taken))
         self._publishing.add(publishing)
         try:
-            await publishing
+            published = dict(zip(taken, await publishing, strict=True))
         finally:
             self._publishing.discard(publishing)
         by_topic: dict[str, dict[int, int]] = {}
@@ -399,10 +405,13 @@ class GroupOwnership:
             record = self._registry.by_topic(topic)
             if record is None or self._assigned.get((topic, partition)) != take:
                 continue
+            pk = partition_keys(record)[partition]
             if (topic, partition) not in self._serving:
                 self._spells += 1
                 self._serving[(topic, partition)] = self._spells
-            pk = partition_keys(record)[partition]
+                # This take's directory record outranks every former owner's: their records
+                # still on their way (woken from a stall) lose to this gateway's.
+                self._write_as(pk, epoch_of(published[(topic, partition)]))
             by_topic.setdefault(topic, {})[partition] = self._leases.applied_offset(pk) + 1
             served[topic] = record
         for topic, next_offsets in by_topic.items():

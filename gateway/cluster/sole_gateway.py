@@ -24,12 +24,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from confluent_kafka import KafkaException
 
+from lease_store.keys import PartitionKey
 from topology.catalog import QueueRecord, partition_keys
+from topology.changelog import epoch_of
 from topology.owners import Owner, OwnersDirectory
 from topology.producer import ProduceFailed
 
@@ -103,3 +105,33 @@ async def name_sole_owner(
         return
     if partitions:
         log.info("named in the owners directory", extra={"partitions": len(partitions)})
+
+
+def claim_epochs(
+    directory: OwnersDirectory,
+    records: Iterable[QueueRecord],
+    gateway_id: str,
+    write_as: Callable[[PartitionKey, int], None],
+) -> None:
+    """Publish the lease changes of the partitions the directory names this gateway for
+    under the epoch of that record (`topology/changelog.py`), as a group-mode owner does:
+    a restore by the gateways that come after it weighs them against theirs by epoch."""
+    me = sole_owner(gateway_id)
+    for record in records:
+        for pk in partition_keys(record):
+            if directory.owner(record.topic, pk.partition) == me:
+                write_as(pk, epoch_of(directory.version(record.topic, pk.partition)))
+
+
+async def name_new_queue(
+    directory: OwnersDirectory,
+    record: QueueRecord,
+    partitions: list[tuple[str, int]],
+    gateway_id: str,
+    write_as: Callable[[PartitionKey, int], None],
+) -> None:
+    """A queue created while this gateway runs: named in the background, its lease changes
+    published under that record's epoch once named (before: epoch 0, which nothing older
+    of a new queue outranks)."""
+    await name_sole_owner(directory, partitions, gateway_id, wait=False)
+    claim_epochs(directory, [record], gateway_id, write_as)

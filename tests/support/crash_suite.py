@@ -54,10 +54,9 @@ SIZES = {
         cluster_gateway_kills=2,
         cluster_broker_kills=1,
         cluster_broker_stops=1,
-        # Not in CI until a cut gateway's late changelog writes are fenced: they can undo
-        # the next owner's work (tests/crash/test_late_changelog_write.py pins it; the full
-        # size runs 5 cuts and may fail on it).
-        cluster_cuts=0,
+        # One cut: a cut gateway's late changelog writes must not undo the next owner's work
+        # (owner epochs, topology/changelog.py).
+        cluster_cuts=1,
     ),
     "full": Size(
         gateway_kills=20,

@@ -6,7 +6,7 @@ again while it is restored, ...)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gateway.cluster.forwarding import Forwarder
 from gateway.cluster.ownership import GroupOwnership
@@ -46,9 +46,11 @@ class RememberingDirectory(OwnersDirectory):
     async def end_offset(self) -> int:
         return self.position
 
-    async def publish(self, topic: str, partition: int, owner: Owner) -> None:
-        self._set((topic, partition), self.position, owner)
+    async def publish(self, topic: str, partition: int, owner: Owner) -> int:
+        offset = self.position
+        self._set((topic, partition), offset, owner)
         self.position += 1
+        return offset
 
 
 class AnsweringForwarder(Forwarder):
@@ -144,6 +146,7 @@ def ownership_on_the_loop(
     clock: ManualClock,
     log: Log,
     pause_watch: PauseWatch | None = None,
+    write_as: Callable[[PartitionKey, int], None] = lambda pk, epoch: None,
 ) -> GroupOwnership:
     """This gateway's `GroupOwnership`, started on the running loop, Kafka's clients stand-ins."""
     ownership = GroupOwnership(
@@ -156,6 +159,7 @@ def ownership_on_the_loop(
         clock,
         on_served=lambda record: None,
         pause_watch=pause_watch,
+        write_as=write_as,
     )
     ownership.start(AssignmentsOnly(), asyncio.get_running_loop())
     return ownership

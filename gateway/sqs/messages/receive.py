@@ -214,6 +214,8 @@ class Receiving(Counting):
                 moved += len(outcome.dead_letter)
                 if taken:  # the loop may have stood still while the move awaited Kafka
                     received = await self._still_served(record, received, taken)
+        if taken and received:
+            received = await self._leases_confirmed(record, received, taken)
         return received, moved, taken
 
     async def wait_here(self, record: QueueRecord, partitions: list[int], timeout_s: float) -> None:

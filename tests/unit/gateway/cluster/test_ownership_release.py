@@ -37,11 +37,12 @@ class HeldDirectory(RememberingDirectory):
         self.let_through = asyncio.Event()
         self.published: list[tuple[str, int]] = []
 
-    async def publish(self, topic: str, partition: int, owner: Owner) -> None:
+    async def publish(self, topic: str, partition: int, owner: Owner) -> int:
         self.held.set()
         await self.let_through.wait()
-        await super().publish(topic, partition, owner)
+        offset = await super().publish(topic, partition, owner)
         self.published.append((topic, partition))
+        return offset
 
 
 async def test_a_revocation_during_the_directory_record_waits_for_it() -> None:
