@@ -117,6 +117,16 @@ class NoteOperations(StoreCore):
             self._kv.write(batch)
         return names
 
+    def notes_of(self, pk: PartitionKey, kind: bytes) -> list[tuple[bytes, bytes]]:
+        """Every note of `kind` as stored: (name, encoded note), for a hand-over."""
+        first = b"N" + pk.prefix + kind
+        start, end = first, first + b"\xff" * 16  # names are printable ASCII
+        found: list[tuple[bytes, bytes]] = []
+        while rows := self._kv.scan(start, end, limit=1000):
+            found.extend((key[len(first) :], raw) for key, raw in rows)
+            start = rows[-1][0] + b"\x00"
+        return found
+
     def forget_notes(self, pk: PartitionKey, kind: bytes) -> list[bytes]:
         """Drop every note of `kind` (PurgeQueue forgets the claims); returns their names."""
         first = b"N" + pk.prefix + kind

@@ -294,13 +294,35 @@ class TopicAdmin:
     async def group_members(self, group: str) -> list[str]:
         """The live members of a consumer group, each as `client_id@host` (none for a group
         that is empty or unknown; consumers that only assign partitions are never members)."""
-        futures = self._admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)
-        description = await _wait(futures[group])
-        return [f"{member.client_id}@{member.host}" for member in description.members]
+        attempts = 0
+        while True:
+            futures = self._admin.describe_consumer_groups(
+                [group], request_timeout=REQUEST_TIMEOUT_S
+            )
+            try:
+                description = await _wait(futures[group])
+            except KafkaException as exc:
+                # The group's coordinator moving or loading (a broker just started, a group
+                # just made) is answered NOT_COORDINATOR for a moment: ask again.
+                attempts += 1
+                moving = exc.args[0].code() in _COORDINATOR_MOVING
+                if not moving or attempts == _COORDINATOR_ATTEMPTS:
+                    raise
+                await asyncio.sleep(0.2 * attempts)
+                continue
+            return [f"{member.client_id}@{member.host}" for member in description.members]
 
     def partition_count(self, name: str, timeout_s: float = 10.0) -> int:
         metadata = self._admin.list_topics(name, timeout=timeout_s)
         return len(metadata.topics[name].partitions)
+
+
+_COORDINATOR_MOVING = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
+_COORDINATOR_ATTEMPTS = 6  # about 4 s of waiting in all
 
 
 async def _wait(future: concurrent.futures.Future[Any]) -> Any:

@@ -30,13 +30,14 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from gateway.common.config import Settings
+from lease_store import notes
 from lease_store.keys import PartitionKey
 from lease_store.rocks import RocksKeyValueStore
 from lease_store.store import LeaseStore
 from topology.admin import TopicAdmin
 from topology.catalog import Catalog, QueueRecord, partition_keys
 from topology.changelog import TOPIC_CONFIG as CHANGELOG_CONFIG
-from topology.changelog import encode_state, fact_key, state_key
+from topology.changelog import encode_state, fact_key, note_key, state_key
 from topology.client_log import LIBRDKAFKA
 from topology.client_properties import connection
 from topology.consuming import watermarks
@@ -187,4 +188,11 @@ def publish_partition(
     for gone in store.deleted_young(pk):
         follower.produce(LEASES_TOPIC, None, key=fact_key(pk, gone, epoch))
         published += 1
+    # Its notes (FIFO deduplication claims, receive attempts), which the workers' restore
+    # reads back as a changelog note: a retried receive with the same attempt id, or a send
+    # with a claimed deduplication id, answers after the hand-over as before it.
+    for kind in notes.KINDS:
+        for name, raw in store.notes_of(pk, kind):
+            follower.produce(LEASES_TOPIC, raw, key=note_key(pk, kind, name))
+            published += 1
     return published

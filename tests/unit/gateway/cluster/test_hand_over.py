@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import cast
 
 from gateway.cluster.hand_over import publish_partition
+from lease_store import notes
 from lease_store.clock import ManualClock
 from lease_store.memory import MemoryKeyValueStore
 from lease_store.records import LeaseFact
 from lease_store.store import LeaseStore
 from tests.support.builders import T0, a_partition, records
-from topology.changelog import fact_key
+from topology.changelog import fact_key, note_key
 from topology.follower_producer import FollowerProducer
 from topology.names import LEASES_TOPIC
 
@@ -86,3 +87,19 @@ def test_young_messages_deleted_before_a_crash_are_tombstones_and_the_live_ones_
     # Then the deleted one is a tombstone, and nothing is said of the live ones (a restore
     # takes them from the queue topic as never received: their leases went with the crash)
     assert (published, follower.records) == (1, {fact_key(PK, 1): None})
+
+
+def test_notes_are_published_as_changelog_notes() -> None:
+    # Given a FIFO claim and a receive attempt noted in the store
+    store = LeaseStore(MemoryKeyValueStore())
+    store.ingest(PK, records(range(1)))
+    claim = store.write_note(PK, notes.KIND_CLAIM, b"dedup-1", T0, b"claimed", sync=False)
+    attempt = store.write_note(PK, notes.KIND_ATTEMPT, b"attempt/1", T0, b"got", sync=False)
+    follower = Recorder()
+
+    # When the store is handed over
+    publish_partition(store, PK, 0, cast(FollowerProducer, follower))
+
+    # Then both are in the changelog as the gateway publishes notes, which a restore reads
+    assert follower.records[note_key(PK, notes.KIND_CLAIM, b"dedup-1")] == claim
+    assert follower.records[note_key(PK, notes.KIND_ATTEMPT, b"attempt/1")] == attempt
