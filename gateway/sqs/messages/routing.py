@@ -122,8 +122,13 @@ class Routing(MessageState):
         the next owner restores (which happens only after this gateway lost its membership),
         or the partition moved before it was, and the lease is not answered. One gateway
         never waits: nobody else restores its partitions."""
-        with contextlib.suppress(Exception):  # answered by `_still_served` all the same
-            await asyncio.wait_for(asyncio.shield(self.group_sync.durable()), LEASE_CONFIRM_S)
+        # The changelog's acknowledgement only: a lease needs no WAL sync (one gateway does
+        # not sync it either; a crash then costs a redelivery, as at-least-once allows).
+        confirmation = self._changelog.hand_over() if self._changelog is not None else None
+        if confirmation is not None:
+            with contextlib.suppress(Exception):  # answered by `_still_served` all the same
+                acknowledged = asyncio.shield(asyncio.wrap_future(confirmation))
+                await asyncio.wait_for(acknowledged, LEASE_CONFIRM_S)
         return await self._still_served(record, received, taken)
 
     async def _still_served(
