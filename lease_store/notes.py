@@ -129,15 +129,10 @@ class NoteOperations(StoreCore):
 
     def forget_notes(self, pk: PartitionKey, kind: bytes) -> list[bytes]:
         """Drop every note of `kind` (PurgeQueue forgets the claims); returns their names."""
-        first = b"N" + pk.prefix + kind
-        start, end = first, first + b"\xff" * 16  # names are printable ASCII
-        names: list[bytes] = []
-        while rows := self._kv.scan(start, end, limit=1000):
+        found = self.notes_of(pk, kind)
+        if found:
             batch = WriteBatch()
-            for key, raw in rows:
-                name = key[len(first) :]
+            for name, raw in found:
                 drop_note(batch, pk.prefix, kind, name, raw)
-                names.append(name)
             self._kv.write(batch, sync=True)
-            start = rows[-1][0] + b"\x00"
-        return names
+        return [name for name, _ in found]

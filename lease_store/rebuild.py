@@ -125,8 +125,9 @@ class LeaseRebuild:
         }
         self.stats = RebuildStats(partitions=len(plans))
         self._replaying = False
-        for plan in plans:  # epochs an interrupted rebuild left behind must not count
-            self._kv.delete_range(_epoch_key(plan.pk, 0), _epoch_key(plan.pk, _MAX_OFFSET))
+        # Epochs an interrupted rebuild left behind must not count. One range for all: only a
+        # rebuild writes `E` keys, and one runs at a time (a gateway's restores take turns).
+        self._kv.delete_range(b"E", b"F")
 
     # -- the changelog ---------------------------------------------------------------------
 
@@ -234,8 +235,9 @@ class LeaseRebuild:
         """
         part = self._parts[pk]
         self._clear_changes(part, part.next_offset, _MAX_OFFSET)
-        self._flush()  # the epochs still in the batch, before they are dropped
-        self._kv.delete_range(_epoch_key(pk, 0), _epoch_key(pk, _MAX_OFFSET))
+        if part.highest_epoch:  # it staged epochs (none when every record had epoch 0)
+            self._flush()  # those still in the batch, before they are dropped
+            self._kv.delete_range(_epoch_key(pk, 0), _epoch_key(pk, _MAX_OFFSET))
         st = part.state
         st.applied_offset = max(st.applied_offset, end_offset - 1)
         st.purged_before_offset = part.purged_before_offset
