@@ -26,11 +26,16 @@ from tests.support.harness import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 REPO = Path(__file__).resolve().parents[2]
+# What of `topology/` the analytics import, and so what the docs' zip command ships.
+SHIPPED_TOPOLOGY = ("__init__.py", "client_properties.py")
 READY_S = float(
     os.environ.get("KQS_SPARK_READY_S", "600")
 )  # upper bound on a JVM's start on a loaded machine; not a measured duration
 # One line per finished batch, as `spark_streaming/jobs.py` logs it (KeyValueFormatter).
-BATCH_LINE = re.compile(r"kqs\.analytics batch query=(?P<query>\S+) batch=(?P<batch>\d+)")
+BATCH_LINE = re.compile(
+    r"kqs\.analytics batch query=(?P<query>\S+) batch=(?P<batch>\d+)"
+    r"(?:[^\n]*? state_rows=(?P<state>\d+))?"
+)
 
 
 def _spark_env() -> dict[str, str]:
@@ -114,15 +119,20 @@ class StandaloneCluster:
 
 
 def application_dir(work_dir: Path) -> Path:
-    """A directory holding `spark_streaming/` and `kqs-spark.zip`, as the docs' command makes
-    them (`zip -qr kqs-spark.zip spark_streaming -x '*/__pycache__/*'`)."""
+    """A directory holding `spark_streaming/` and `kqs-spark.zip` with the files the docs'
+    command zips (`zip -qr kqs-spark.zip spark_streaming topology/__init__.py
+    topology/client_properties.py -x '*/__pycache__/*'`)."""
     app = work_dir / "app"
     shutil.copytree(
         REPO / "spark_streaming", app / "spark_streaming",
         ignore=shutil.ignore_patterns("__pycache__"),
     )  # fmt: skip
+    (app / "topology").mkdir()
+    for name in SHIPPED_TOPOLOGY:
+        shutil.copy(REPO / "topology" / name, app / "topology" / name)
     with zipfile.ZipFile(app / "kqs-spark.zip", "w") as archive:
-        for path in sorted((app / "spark_streaming").rglob("*.py")):
+        shipped = [*(app / "spark_streaming").rglob("*.py"), *(app / "topology").glob("*.py")]
+        for path in sorted(shipped):
             archive.write(path, path.relative_to(app).as_posix())
     return app
 
@@ -171,6 +181,14 @@ class SubmittedAnalytics:
         for match in BATCH_LINE.finditer(self.lines()):
             done[match["query"]] = done.get(match["query"], 0) + 1
         return done
+
+    def state_rows(self, query: str) -> int | None:
+        """The aggregation state (rows of open windows) after `query`'s latest batch."""
+        rows = None
+        for match in BATCH_LINE.finditer(self.lines()):
+            if match["query"] == query:
+                rows = int(match["state"]) if match["state"] else None
+        return rows
 
     def wait_for_batches(self, at_least: int, queries: int = 4) -> None:
         """Until each of the four queries finished `at_least` batches since the start."""
