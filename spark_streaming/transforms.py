@@ -7,11 +7,11 @@ Structured Streaming refuses on a stream (sorting, window functions, joins). The
 * ``parse_events``: Kafka records of ``__kqs_events`` (``key``, ``value`` bytes) -> one typed
   row per event with ``event_time``; records of another format version or without the
   fields every event has are dropped (the format may only grow within version 1).
-* ``metric_samples``: each event -> the CloudWatch data points it stands for, one row per
-  metric with their sum, minimum, maximum and count. A count event (sent, received, ...) is
-  one sample whose value is the event's ``count``; a ``gauges`` snapshot is one sample per
+* ``metric_samples``: each event -> the CloudWatch data points it stands for, as
+  (account, queue, metric, event_time, value). A count event (sent, received, ...) is one
+  sample whose value is the event's ``count``; a ``gauges`` snapshot is one sample per
   Approximate* metric; a ``sent`` event is also one SentMessageSize sample per message
-  (``size``, or each of ``sizes`` when the event stands for several messages, in one row).
+  (``size``, or each of ``sizes`` when the event stands for several messages).
 * ``build_metrics``: samples -> per (account, queue, metric, 1-minute event-time window) the
   five CloudWatch statistics: Sum, Average (= Sum / SampleCount), Minimum, Maximum,
   SampleCount (number of samples).
@@ -110,14 +110,7 @@ def parse_events(raw: DataFrame) -> DataFrame:
 
 
 def metric_samples(events: DataFrame) -> DataFrame:
-    """Events -> CloudWatch data points, each row standing for one event's samples of one
-    metric: (account, queue, metric, event_time, sum, minimum, maximum, sample_count).
-
-    An event's several samples of one metric (the SentMessageSize of each message of a batch
-    send) are summarised in its one row, which loses nothing the five statistics need: the
-    window's Sum and SampleCount are sums of the rows', Minimum and Maximum their extremes.
-    In workload (b) this is 4 rows per 10 messages instead of 13.
-    """
+    """Events -> (account, queue, metric, event_time, value) CloudWatch data points."""
     candidates = []
     for event_type, metric, field in METRIC_SOURCES:
         # A DLQ move is keyed by the DLQ; its NumberOfMessagesMovedToDLQ belongs to the source.
@@ -126,49 +119,30 @@ def metric_samples(events: DataFrame) -> DataFrame:
             if event_type == "moved_to_dlq"
             else F.col("queue")
         )
-        value = F.col(field).cast("double")
         candidates.append(
             F.when(
                 (F.col("type") == event_type) & F.col(field).isNotNull(),
-                _sample(queue, metric, value, value, value, F.lit(1).cast("long")),
+                F.struct(
+                    queue.alias("queue"),
+                    F.lit(metric).alias("metric"),
+                    F.col(field).cast("double").alias("value"),
+                ),
             )
         )
-    # A send of several messages is one event with each message's SentMessageSize in `sizes`.
-    sizes = F.col("sizes")
-    candidates.append(
-        F.when(
-            (F.col("type") == "sent") & (F.size(sizes) > 0),
-            _sample(
-                F.col("queue"),
-                "SentMessageSize",
-                F.aggregate(sizes, F.lit(0).cast("long"), lambda total, size: total + size).cast(
-                    "double"
-                ),
-                F.array_min(sizes).cast("double"),
-                F.array_max(sizes).cast("double"),
-                F.size(sizes).cast("long"),
-            ),
-        )
-    )
     samples = F.filter(F.array(*candidates), lambda sample: sample.isNotNull())
-    return events.select("account", "event_time", F.explode(samples).alias("s")).select(
-        "account", "s.queue", "s.metric", "event_time", *(f"s.{name}" for name in SAMPLE_FIELDS)
+    # A send of several messages is one event with each message's SentMessageSize in `sizes`.
+    sizes = F.when(F.col("type") == "sent", F.col("sizes"))
+    size_samples = F.transform(
+        F.coalesce(sizes, F.array().cast(ArrayType(LongType()))),
+        lambda size: F.struct(
+            F.col("queue").alias("queue"),
+            F.lit("SentMessageSize").alias("metric"),
+            size.cast("double").alias("value"),
+        ),
     )
-
-
-SAMPLE_FIELDS = ("sum", "minimum", "maximum", "sample_count")
-
-
-def _sample(
-    queue: Column, metric: str, total: Column, low: Column, high: Column, count: Column
-) -> Column:
-    return F.struct(
-        queue.alias("queue"),
-        F.lit(metric).alias("metric"),
-        total.alias("sum"),
-        low.alias("minimum"),
-        high.alias("maximum"),
-        count.alias("sample_count"),
+    samples = F.concat(samples, size_samples)
+    return events.select("account", "event_time", F.explode(samples).alias("s")).select(
+        "account", "s.queue", "s.metric", "event_time", "s.value"
     )
 
 
@@ -184,18 +158,11 @@ def _statistics(value: Column) -> list[Column]:
 
 def build_metrics(samples: DataFrame, window: str = WINDOW) -> DataFrame:
     """Samples -> the five statistics per (account, queue, metric, event-time window)."""
-    total, count = F.sum("sum"), F.sum("sample_count")
     return (
         samples.groupBy(
             "account", "queue", "metric", F.window("event_time", window).alias("window")
         )
-        .agg(
-            total.alias("sum"),
-            (total / count).alias("average"),
-            F.min("minimum").alias("minimum"),
-            F.max("maximum").alias("maximum"),
-            count.alias("sample_count"),
-        )
+        .agg(*_statistics(F.col("value")))
         .select(
             "account",
             "queue",
