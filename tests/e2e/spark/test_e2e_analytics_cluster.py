@@ -184,13 +184,13 @@ def test_the_cluster_analytics_are_exact_through_driver_crashes_and_restarts_and
         traffic = Traffic(gateway.endpoint, f"cluster-traffic-{uuid.uuid4().hex[:8]}")
         traffic.thread.start()
         queues = {result.main, result.source, result.dlq, traffic.url.rsplit("/", 1)[1]}
-        driver.wait_for_batches(2)
+        driver.wait_for_batches(1)
 
         # When the driver is SIGKILLed mid-stream and resubmitted, several times
         for _ in range(CRASHES):
             driver.kill()
             driver.start()
-            driver.wait_for_batches(2)
+            driver.wait_for_batches(1)
         # and the gateway and then the broker restart under the running jobs
         gateway.terminate()
         gateway.start()
