@@ -37,7 +37,8 @@ TIERS = ("unit", "integration", "e2e", "crash", "clients")
 # unit each. The crash suite kills and stops gateways and brokers under load and bounds how
 # long recovery takes: its modules run one after another on one worker, never beside each
 # other, while the other worker takes the rest of the suite. The modules using the session's
-# SparkSession (the spark/ folders) run on one worker, which starts one. The suite waits on
+# SparkSession and those starting Spark applications of their own (the spark/ folders) run
+# one after another on one worker: beside each other, their JVMs took twice as long. The suite waits on
 # Kafka, timeouts and sleeps far more than it computes (a serial run keeps ~1 of the 2 cores
 # busy), which is what the second worker uses.
 SHARED_GROUPS = {
