@@ -42,7 +42,14 @@ from pyspark.sql import functions as F
 from spark_streaming import jars, jobs
 from spark_streaming.settings import EVENTS_TOPIC, AnalyticsSettings
 from tests.support import analytics_oracle as oracle
-from tests.support.harness import ACCOUNT_ID, REGION, GatewayProcess, free_port, json_client
+from tests.support.harness import (
+    ACCOUNT_ID,
+    REGION,
+    GatewayProcess,
+    eventually,
+    free_port,
+    json_client,
+)
 from tests.support.spark_cluster import (
     READY_S,
     StandaloneCluster,
@@ -267,10 +274,11 @@ def test_the_cluster_analytics_are_exact_through_driver_crashes_and_restarts_and
         # And the aggregation keeps no state for the closed windows: once a batch has run
         # past the watermark, what is left is the clock event's own open window
         open_rows = len(oracle.expected_metrics([clock]))
-        deadline = time.monotonic() + WAIT_S
-        while driver.state_rows("metrics-kafka") != open_rows and time.monotonic() < deadline:
-            time.sleep(1)
-        assert driver.state_rows("metrics-kafka") == open_rows
+        eventually(
+            lambda: driver.state_rows("metrics-kafka") == open_rows or None,
+            f"metrics-kafka's state down to the open window's {open_rows} rows",
+            WAIT_S,
+        )
 
         # And local[2] over the same events writes the same rows
         local = replace(
